@@ -1,0 +1,370 @@
+"""A message bus with Redis semantics on a virtual clock.
+
+Implements every abstract method of agentscope's
+``agentscope.app.message_bus.MessageBus``. Where agentscope's own
+``InMemoryMessageBus`` ignores TTLs on locks, registries and logs, this bus
+honours them the way ``RedisMessageBus`` does (``SET NX EX`` leases,
+sliding ``EXPIRE`` on namespaces, queues and logs), reading time from a
+:class:`~harness.clock.VirtualClock`.
+
+A held lock stands for a live holder that renews its lease (Redis' heartbeat
+task); the lease only runs out when its holder task is gone without having
+released it, which is exactly what a crashed process looks like.
+
+This module holds semantics only. Switch points and the operation trace are
+added around any bus by :class:`harness.controlled_bus.ControlledBus`, so the
+same scheduler can drive agentscope's own buses too. The ``peek_*`` and
+``*_snapshot`` methods read state without changing it, for invariants.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncGenerator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from agentscope.app.message_bus import MessageBus
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class _Lease:
+    """A lock value: who holds it and until when, if nobody renews it."""
+
+    token: str
+    expires_at: float
+    owner: asyncio.Task | None = None
+
+
+@dataclass
+class _Keyspace:
+    """Every key of one kind, with its optional expiry."""
+
+    values: dict = field(default_factory=dict)
+    expiry: dict[str, float] = field(default_factory=dict)
+
+    def expire(self, now: float) -> None:
+        """Drop keys whose expiry has passed, as Redis does lazily."""
+        for key in [k for k, t in self.expiry.items() if t <= now]:
+            self.values.pop(key, None)
+            self.expiry.pop(key, None)
+
+    def touch(self, key: str, now: float, ttl_secs: int | None) -> None:
+        """Refresh (slide) the key's TTL when one is given."""
+        if ttl_secs is not None:
+            self.expiry[key] = now + ttl_secs
+
+    def delete(self, key: str) -> None:
+        """Remove a key and its expiry."""
+        self.values.pop(key, None)
+        self.expiry.pop(key, None)
+
+
+class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
+    """In-process ``MessageBus`` with Redis TTL and lease semantics."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._ids = itertools.count(1)
+        self._tokens = itertools.count(1)
+        self._queues = _Keyspace()  # key -> list[(entry_id, payload)]
+        self._logs = _Keyspace()  # key -> list[(entry_id, payload)]
+        self._registries = _Keyspace()  # namespace -> dict[field, value]
+        self._locks: dict[str, _Lease] = {}
+        self._lock_changed: dict[str, asyncio.Event] = {}
+        self._subscribers: dict[str, set[asyncio.Queue]] = {}
+
+    # ── housekeeping ──────────────────────────────────────────────────
+
+    def _now(self) -> float:
+        now = self._clock()
+        self._queues.expire(now)
+        self._logs.expire(now)
+        self._registries.expire(now)
+        return now
+
+    def _entry_id(self) -> str:
+        """A Redis-stream-like id: ``<virtual ms>-<sequence>``."""
+        return f"{int(self._clock() * 1000)}-{next(self._ids)}"
+
+    def _lease(self, key: str) -> _Lease | None:
+        """The live lease on ``key``, renewing it while its holder lives."""
+        lease = self._locks.get(key)
+        if lease is None:
+            return None
+        now = self._clock()
+        holder_alive = lease.owner is not None and not lease.owner.done()
+        if holder_alive:
+            return lease  # the heartbeat keeps it renewed
+        if lease.expires_at <= now:
+            del self._locks[key]
+            self._signal_lock(key)
+            return None
+        return lease
+
+    def _signal_lock(self, key: str) -> None:
+        event = self._lock_changed.pop(key, None)
+        if event is not None:
+            event.set()
+
+    # ── Mode A: drain queue ───────────────────────────────────────────
+
+    async def queue_push(
+        self,
+        key: str,
+        payload: dict,
+        *,
+        ttl_secs: int | None = None,
+    ) -> str:
+        now = self._now()
+        entry_id = self._entry_id()
+        self._queues.values.setdefault(key, []).append((entry_id, payload))
+        self._queues.touch(key, now, ttl_secs)
+        return entry_id
+
+    async def queue_drain(
+        self,
+        key: str,
+        max_count: int = 100,
+    ) -> list[tuple[str, dict]]:
+        self._now()
+        queue = self._queues.values.get(key, [])
+        taken, rest = queue[:max_count], queue[max_count:]
+        if rest:
+            self._queues.values[key] = rest
+        else:
+            self._queues.delete(key)
+        return list(taken)
+
+    async def queue_delete(self, key: str) -> None:
+        self._queues.delete(key)
+
+    # ── Mode C: replay log ────────────────────────────────────────────
+
+    async def log_append(
+        self,
+        key: str,
+        payload: dict,
+        *,
+        ttl_secs: int | None = None,
+        max_len: int | None = None,
+    ) -> str:
+        now = self._now()
+        entry_id = self._entry_id()
+        log = self._logs.values.setdefault(key, [])
+        log.append((entry_id, payload))
+        if max_len is not None and len(log) > max_len:
+            del log[: len(log) - max_len]
+        self._logs.touch(key, now, ttl_secs)
+        return entry_id
+
+    async def log_read(
+        self,
+        key: str,
+        since: str | None = None,
+        max_count: int = 100,
+    ) -> list[tuple[str, dict]]:
+        self._now()
+        log = self._logs.values.get(key, [])
+        if since is not None:
+            cursor = _id_order(since)
+            log = [e for e in log if _id_order(e[0]) > cursor]
+        return list(log[:max_count])
+
+    async def log_trim(self, key: str, before_id: str | None = None) -> None:
+        self._now()
+        if before_id is None:
+            self._logs.delete(key)
+            return
+        cursor = _id_order(before_id)
+        log = self._logs.values.get(key)
+        if log is not None:
+            log[:] = [e for e in log if _id_order(e[0]) >= cursor]
+
+    # ── Mode D: transient broadcast ───────────────────────────────────
+
+    async def publish(self, key: str, payload: dict) -> None:
+        for queue in sorted(self._subscribers.get(key, ()), key=id):
+            queue.put_nowait(payload)
+
+    async def subscribe(
+        self,
+        key: str,
+        *,
+        on_ready: Callable[[], None] | None = None,
+    ) -> AsyncGenerator[dict, None]:
+        queue: asyncio.Queue = asyncio.Queue()
+        self._subscribers.setdefault(key, set()).add(queue)
+        try:
+            if on_ready is not None:
+                on_ready()
+            while True:
+                item = await queue.get()
+                if item is None:
+                    return
+                yield item
+        finally:
+            self._subscribers.get(key, set()).discard(queue)
+
+    async def aclose(self) -> None:
+        for queues in self._subscribers.values():
+            for queue in queues:
+                queue.put_nowait(None)
+        self._subscribers.clear()
+
+    # ── Mode E: locks with leases ─────────────────────────────────────
+
+    @asynccontextmanager
+    async def acquire_lock(
+        self,
+        key: str,
+        *,
+        ttl_secs: int = 600,
+    ) -> AsyncGenerator[None, None]:
+        token = f"token-{next(self._tokens)}"
+        while self._lease(key) is not None:
+            await self._wait_for_lock_change(key)
+        owner = asyncio.current_task()
+        self._locks[key] = _Lease(token, self._clock() + ttl_secs, owner)
+        try:
+            yield
+        finally:
+            lease = self._locks.get(key)
+            if lease is not None and lease.token == token:
+                del self._locks[key]
+                self._signal_lock(key)
+
+    async def _wait_for_lock_change(self, key: str) -> None:
+        """Block until the lock is released or its lease can expire."""
+        event = self._lock_changed.setdefault(key, asyncio.Event())
+        lease = self._locks[key]
+        timer = None
+        if lease.owner is None or lease.owner.done():
+            delay = max(0.0, lease.expires_at - self._clock())
+            loop = asyncio.get_running_loop()
+            timer = loop.call_later(delay, self._signal_lock, key)
+        try:
+            await event.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    async def is_locked(self, key: str) -> bool:
+        return self._lease(key) is not None
+
+    async def try_lock(self, key: str, *, ttl_secs: int = 600) -> bool:
+        if self._lease(key) is not None:
+            return False
+        token = f"token-{next(self._tokens)}"
+        self._locks[key] = _Lease(token, self._clock() + ttl_secs, None)
+        return True
+
+    async def unlock(self, key: str) -> None:
+        if self._locks.pop(key, None) is not None:
+            self._signal_lock(key)
+
+    # ── Mode F: registry ──────────────────────────────────────────────
+
+    def _namespace(self, namespace: str) -> dict[str, str]:
+        self._now()
+        return self._registries.values.get(namespace, {})
+
+    def _write(self, namespace: str, ttl_secs: int | None) -> dict:
+        now = self._now()
+        values = self._registries.values.setdefault(namespace, {})
+        self._registries.touch(namespace, now, ttl_secs)
+        return values
+
+    def _drop_if_empty(self, namespace: str) -> None:
+        if not self._registries.values.get(namespace):
+            self._registries.delete(namespace)
+
+    async def registry_set(
+        self,
+        namespace: str,
+        field: str,  # pylint: disable=redefined-outer-name
+        value: str,
+        *,
+        ttl_secs: int | None = None,
+    ) -> None:
+        self._write(namespace, ttl_secs)[field] = value
+
+    async def registry_set_if(
+        self,
+        namespace: str,
+        field: str,  # pylint: disable=redefined-outer-name
+        value: str,
+        *,
+        expected: str,
+        ttl_secs: int | None = None,
+    ) -> bool:
+        if self._namespace(namespace).get(field) != expected:
+            return False
+        self._write(namespace, ttl_secs)[field] = value
+        return True
+
+    async def registry_pop(self, namespace: str, field: str) -> str | None:  # pylint: disable=redefined-outer-name
+        value = self._namespace(namespace).pop(field, None)
+        self._drop_if_empty(namespace)
+        return value
+
+    async def registry_del(self, namespace: str, field: str) -> None:  # pylint: disable=redefined-outer-name
+        self._namespace(namespace).pop(field, None)
+        self._drop_if_empty(namespace)
+
+    async def registry_exists(self, namespace: str, field: str) -> bool:  # pylint: disable=redefined-outer-name
+        return field in self._namespace(namespace)
+
+    async def registry_getall(self, namespace: str) -> dict[str, str]:
+        return dict(self._namespace(namespace))
+
+    async def registry_get(self, namespace: str, field: str) -> str | None:  # pylint: disable=redefined-outer-name
+        return self._namespace(namespace).get(field)
+
+    async def registry_drop(self, namespace: str) -> None:
+        self._registries.delete(namespace)
+
+    # ── inspection for invariants (never changes state) ───────────────
+
+    def peek_queue(self, key: str) -> list[dict]:
+        """Payloads queued at ``key`` that have not expired."""
+        if self._queues.expiry.get(key, float("inf")) <= self._clock():
+            return []
+        return [payload for _, payload in self._queues.values.get(key, [])]
+
+    def peek_registry(self, namespace: str) -> dict[str, str]:
+        """A registry namespace's live fields."""
+        if self._registries.expiry.get(namespace, float("inf")) <= self._clock():
+            return {}
+        return dict(self._registries.values.get(namespace, {}))
+
+    def lock_holder(self, key: str) -> asyncio.Task | None | bool:
+        """The task holding ``key``; ``True`` for a ``try_lock`` claim,
+        ``None`` when free (an expired lease counts as free)."""
+        lease = self._locks.get(key)
+        if lease is None:
+            return None
+        holder_alive = lease.owner is not None and not lease.owner.done()
+        if not holder_alive and lease.expires_at <= self._clock():
+            return None
+        return lease.owner or True
+
+    def held_locks(self) -> list[str]:
+        """Keys of every lock that is currently held."""
+        return sorted(k for k in self._locks if self.lock_holder(k) is not None)
+
+    def lease_deadlines(self) -> list[float]:
+        """When the leases of dead holders run out, for settling time."""
+        return sorted(
+            lease.expires_at
+            for lease in self._locks.values()
+            if lease.owner is None or lease.owner.done()
+        )
+
+
+def _id_order(entry_id: str) -> tuple[int, int]:
+    """Order stream ids numerically, as Redis does."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)

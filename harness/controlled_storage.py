@@ -1,0 +1,50 @@
+"""Serialised storage calls the scheduler can see.
+
+agentscope's SQL storage runs its queries on aiosqlite's worker thread, which
+hands results back to the loop whenever the OS lets it. That is the one source
+of timing the loop cannot order by itself. :class:`SerialStorage` forwards
+every coroutine method of the real storage, one call at a time in request
+order, and tells the scheduler while a call is in flight, so quiescence waits
+for it instead of racing it. The storage itself is untouched: this is an
+object handed to agentscope's constructors in its place.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from typing import Any
+
+from .scheduler import Scheduler
+
+
+class SerialStorage:
+    """A forwarding proxy around a ``StorageBase``."""
+
+    def __init__(self, inner: Any, scheduler: Scheduler) -> None:
+        self._inner = inner
+        self._scheduler = scheduler
+        self._one_at_a_time: asyncio.Lock | None = None
+
+    @property
+    def inner(self) -> Any:
+        """The real storage, for harness-side reads at quiescence."""
+        return self._inner
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        @functools.wraps(attr)
+        async def serialised(*args: Any, **kwargs: Any) -> Any:
+            if self._one_at_a_time is None:
+                self._one_at_a_time = asyncio.Lock()
+            async with self._one_at_a_time:
+                self._scheduler.storage_call_started()
+                try:
+                    return await attr(*args, **kwargs)
+                finally:
+                    self._scheduler.storage_call_finished()
+
+        return serialised

@@ -1,0 +1,280 @@
+"""The controlled loop: one task moves at a time, and the harness picks which.
+
+Every task created on the loop while the scheduler is in control is a
+*controlled task*. A controlled task stops at each **switch point** (every
+bus operation, see :class:`harness.controlled_bus.ControlledBus`) and stays
+parked there until :meth:`Scheduler.advance` releases it. Between switch
+points it runs like ordinary asyncio code.
+
+:meth:`Scheduler.quiesce` is the one primitive everything else is built on
+(trio's ``wait_all_tasks_blocked``): run the loop until no callback is ready
+and no storage call is in flight, i.e. every live task is parked at a switch
+point, waiting on a virtual timer, or blocked on something only another task
+can release. At that moment the set of parked tasks is a pure function of
+the choices made so far, so the choice of which to release next can be a
+Hypothesis draw: it shrinks, and it replays.
+
+Labels are deterministic (agentscope's own task names where it gives them,
+the coroutine's name otherwise, numbered by creation order), because they
+appear in shrunk programs and in traces.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .event_loop import VirtualTimeEventLoop
+from .trace import Trace
+
+#: A world that takes more releases than this to settle is livelocked.
+SETTLE_STEP_LIMIT = 5000
+
+
+class WorldDidNotSettle(AssertionError):
+    """Raised when releasing tasks and advancing time never reaches rest."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """A bus operation a task is about to perform."""
+
+    name: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.key}"
+
+
+class ControlledTask:
+    """Bookkeeping for one task under control."""
+
+    def __init__(self, task: asyncio.Task, index: int, qualname: str) -> None:
+        self.task = task
+        self.index = index
+        self.qualname = qualname
+        self.label: str | None = None
+        self.pending: Op | None = None
+        self.gate: asyncio.Future | None = None
+
+    @property
+    def parked(self) -> bool:
+        """Stopped at a switch point, waiting to be released."""
+        return self.gate is not None and not self.task.done()
+
+    @property
+    def done(self) -> bool:
+        return self.task.done()
+
+    def __repr__(self) -> str:
+        where = f" at {self.pending}" if self.parked else ""
+        return f"<{self.label}{where}>"
+
+
+class Scheduler:
+    """Owns the loop's task factory, the switch points and quiescence."""
+
+    def __init__(self, loop: VirtualTimeEventLoop) -> None:
+        self.loop = loop
+        self.trace = Trace()
+        self._records: dict[asyncio.Task, ControlledTask] = {}
+        self._order: list[ControlledTask] = []
+        self._label_counts: Counter[str] = Counter()
+        self._creating_internal = False
+        self._storage_calls_in_flight = 0
+        self._storage_idle: asyncio.Event | None = None
+        self.releases = 0
+        loop.set_task_factory(self._task_factory)
+
+    # ── task registry ─────────────────────────────────────────────────
+
+    def _task_factory(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        coro: Coroutine,
+        **kwargs: Any,
+    ) -> asyncio.Task:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        if not self._creating_internal:
+            qualname = getattr(coro, "__qualname__", type(coro).__name__)
+            record = ControlledTask(task, len(self._order), qualname)
+            self._records[task] = record
+            self._order.append(record)
+        return task
+
+    def _label(self, record: ControlledTask) -> str:
+        if record.label is None:
+            name = record.task.get_name()
+            if name.startswith("Task-"):
+                name = record.qualname.split(".")[-1]
+            self._label_counts[name] += 1
+            count = self._label_counts[name]
+            record.label = name if count == 1 else f"{name}#{count}"
+        return record.label
+
+    def _label_new_tasks(self) -> None:
+        for record in self._order:
+            self._label(record)
+
+    def current_label(self) -> str:
+        """Label of the running task; ``harness`` outside control."""
+        task = asyncio.current_task()
+        record = self._records.get(task) if task else None
+        return self._label(record) if record else "harness"
+
+    def tasks(self) -> list[ControlledTask]:
+        """Every controlled task that is still alive, oldest first."""
+        self._label_new_tasks()
+        return [r for r in self._order if not r.done]
+
+    def parked(self) -> list[ControlledTask]:
+        """Live tasks stopped at a switch point, oldest first."""
+        return [r for r in self.tasks() if r.parked]
+
+    def find(self, label: str) -> ControlledTask | None:
+        """The controlled task with this label, alive or not."""
+        self._label_new_tasks()
+        return next((r for r in self._order if r.label == label), None)
+
+    def records_for(self, predicate: Callable[[str], bool]) -> list[ControlledTask]:
+        """Live tasks whose label satisfies ``predicate``."""
+        return [r for r in self.tasks() if predicate(r.label or "")]
+
+    # ── switch points ─────────────────────────────────────────────────
+
+    async def switch_point(self, op: Op) -> None:
+        """Park the calling task until the harness releases it."""
+        task = asyncio.current_task()
+        record = self._records.get(task) if task else None
+        if record is None:
+            return
+        self._label(record)
+        record.pending = op
+        record.gate = self.loop.create_future()
+        try:
+            await record.gate
+        finally:
+            record.gate = None
+            record.pending = None
+
+    def record(self, op: str, key: str, detail: str = "") -> None:
+        """Append an executed operation to the trace."""
+        self.trace.record(self.current_label(), op, key, detail)
+
+    # ── storage calls (the only work that leaves the loop's thread) ──
+
+    def storage_call_started(self) -> None:
+        self._storage_calls_in_flight += 1
+        self._idle_event().clear()
+
+    def storage_call_finished(self) -> None:
+        self._storage_calls_in_flight -= 1
+        if self._storage_calls_in_flight == 0:
+            self._idle_event().set()
+
+    def _idle_event(self) -> asyncio.Event:
+        if self._storage_idle is None:
+            self._storage_idle = asyncio.Event()
+            self._storage_idle.set()
+        return self._storage_idle
+
+    # ── driving ───────────────────────────────────────────────────────
+
+    def run_uncontrolled(self, coro: Coroutine) -> Any:
+        """Run harness code (setup, inspection) to completion.
+
+        The coroutine itself is not a controlled task, but any task it
+        creates is. Only call this when the world is quiescent.
+        """
+        self._creating_internal = True
+        try:
+            task = self.loop.create_task(coro)
+        finally:
+            self._creating_internal = False
+        return self.loop.run_until_complete(task)
+
+    async def _until_quiescent(self) -> None:
+        while True:
+            await asyncio.sleep(0)
+            if self._storage_calls_in_flight:
+                await self._idle_event().wait()
+                continue
+            if not self.loop.has_ready_callbacks():
+                return
+
+    def quiesce(self) -> None:
+        """Run until nothing can move without a release or a clock jump."""
+        self.run_uncontrolled(self._until_quiescent())
+        self._label_new_tasks()
+
+    def spawn(self, coro: Coroutine, label: str) -> ControlledTask:
+        """Start a controlled task and run until it first parks or ends."""
+        task = self.loop.create_task(coro, name=label)
+        record = self._records[task]
+        self.quiesce()
+        return record
+
+    def advance(self, record: ControlledTask) -> None:
+        """Release one parked task past its switch point, then quiesce."""
+        if not record.parked:
+            raise RuntimeError(f"{record!r} is not parked at a switch point")
+        assert record.gate is not None
+        record.gate.set_result(None)
+        self.releases += 1
+        self.quiesce()
+
+    def advance_until(
+        self,
+        record: ControlledTask,
+        stop: Callable[[ControlledTask], bool],
+        limit: int = SETTLE_STEP_LIMIT,
+    ) -> bool:
+        """Release ``record`` repeatedly until ``stop(record)`` holds.
+
+        Returns whether ``stop`` held; ``False`` when the task ended or got
+        blocked on something another task must release first.
+        """
+        for _ in range(limit):
+            if stop(record):
+                return True
+            if not record.parked:
+                return False
+            self.advance(record)
+        raise WorldDidNotSettle(f"{record!r} kept running for {limit} steps")
+
+    def run_to_completion(self, record: ControlledTask) -> bool:
+        """Release ``record`` until it ends; ``False`` if it got blocked."""
+        self.advance_until(record, lambda r: r.done)
+        return record.done
+
+    def settle(self, limit: int = SETTLE_STEP_LIMIT) -> None:
+        """Let everything finish: release parked tasks oldest first and
+        jump the clock to the next timer whenever nothing else can move."""
+        for _ in range(limit):
+            self.quiesce()
+            parked = self.parked()
+            if parked:
+                self.advance(parked[0])
+                continue
+            deadline = self.loop.next_timer_deadline()
+            if deadline is None:
+                return
+            self.loop.clock.advance_to(max(deadline, self.loop.clock.now()))
+        raise WorldDidNotSettle(
+            f"the world did not settle within {limit} steps; still parked: "
+            f"{self.parked()}",
+        )
+
+    def pass_time(self, seconds: float) -> None:
+        """Jump the clock forward, firing each timer that falls due."""
+        target = self.loop.clock.now() + seconds
+        while True:
+            self.quiesce()
+            deadline = self.loop.next_timer_deadline()
+            if deadline is None or deadline > target:
+                break
+            self.loop.clock.advance_to(max(deadline, self.loop.clock.now()))
+        self.loop.clock.advance_to(target)
+        self.quiesce()
