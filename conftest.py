@@ -1,0 +1,1 @@
+"""Makes the repository importable and reports which agentscope is tested."""
