@@ -1,0 +1,243 @@
+"""The seven invariants, each a small function of an :class:`Observation`.
+
+An observation is what the harness saw of the world at a quiescent moment
+(see :mod:`properties.observation`); a :class:`Ledger` is what the harness
+itself did to it (faults injected, payloads delivered, decisions sent).
+Each invariant raises :class:`InvariantViolated` with what was expected and
+what happened. They are plain functions so that tests can feed them a
+deliberately broken world and watch them fire.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.observation import Observation, SessionView
+
+REMINDER_MARK = "<system-reminder>Team member"
+
+
+class InvariantViolated(AssertionError):
+    """An invariant did not hold. ``code`` is its short name (I1 … I7)."""
+
+    def __init__(self, code: str, title: str, expected: str, actual: str):
+        self.code = code
+        self.title = title
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"{code} {title}\n  expected: {expected}\n  actual:   {actual}",
+        )
+
+
+@dataclass
+class Ledger:
+    """What the harness did: the ground truth invariants compare against."""
+
+    faults: set[str] = field(default_factory=set)
+    delivered: dict[str, list[str]] = field(default_factory=dict)
+    decisions: dict[str, list[str]] = field(default_factory=dict)
+
+    def deliver(self, alias: str, marker: str) -> None:
+        self.delivered.setdefault(alias, []).append(marker)
+
+    def decide(self, alias: str, tool_call_id: str) -> None:
+        self.decisions.setdefault(alias, []).append(tool_call_id)
+
+
+def no_error_reply_without_fault(obs: Observation, ledger: Ledger) -> None:
+    """I1: a reply ends with ERROR only when a rule injected a fault.
+
+    Protects against the reported bug: a parked run re-entering its loop
+    with no input and publishing a spurious ``ReplyEnd(ERROR)``."""
+    for view in obs.sessions.values():
+        errors = [e for e in view.events if _is_error_end(e)]
+        if errors and view.alias not in ledger.faults:
+            detail = errors[0].get("error") or {}
+            raise InvariantViolated(
+                "I1",
+                "no ReplyEnd(ERROR) unless a fault was injected",
+                f"no reply of {view.alias} ends with ERROR (no fault was "
+                "injected)",
+                f"{len(errors)} ReplyEnd(ERROR) published for {view.alias}: "
+                f"{detail.get('type', '?')}: {detail.get('message', '')}",
+            )
+
+
+def no_spurious_leader_reminder(obs: Observation, ledger: Ledger) -> None:
+    """I2: the leader hears "member failed" only when a member failed.
+
+    A false reminder makes the leader answer a failure report for a worker
+    that is merely waiting for its user."""
+    for view in obs.sessions.values():
+        reminders = [
+            p for p in view.inbox_pushes if REMINDER_MARK in str(p.get("hint"))
+        ]
+        if not reminders:
+            continue
+        faulty_workers = ledger.faults - {view.alias}
+        if not faulty_workers:
+            raise InvariantViolated(
+                "I2",
+                "no team-leader failure reminder unless a worker failed",
+                f"no failure reminder in {view.alias}'s inbox (no worker "
+                "failed)",
+                f"{len(reminders)} reminder(s): "
+                f"{_excerpt(str(reminders[0].get('hint')))}",
+            )
+
+
+def no_dangling_inbox_consumer(obs: Observation, ledger: Ledger) -> None:
+    """I3: an inbox consumer registration never outlives its session's runs.
+
+    A dangling registration makes every producer skip the wake-up, so the
+    session's inbox is never drained (until the lease runs out)."""
+    del ledger
+    for view in obs.sessions.values():
+        if view.consumer_registered and not view.run_alive:
+            raise InvariantViolated(
+                "I3",
+                "no inbox consumer registration outlives the runs",
+                f"{view.alias}'s inbox consumer registration is released "
+                "when its last run ends",
+                f"{view.alias} has no live run but its inbox is still "
+                "registered as consumed",
+            )
+
+
+def parked_stays_parked(
+    before: Observation | None,
+    obs: Observation,
+    ledger_before: Ledger | None,
+    ledger: Ledger,
+) -> None:
+    """I4: a parked session stays parked until its decision is applied.
+
+    Compares two quiescent observations: a session seen parked (and idle)
+    earlier must still be parked now unless the user decided since."""
+    if before is None or ledger_before is None:
+        return
+    for alias, then in before.sessions.items():
+        now = obs.sessions.get(alias)
+        if now is None or then.run_alive or now.run_alive:
+            continue
+        decided = len(ledger.decisions.get(alias, [])) > len(
+            ledger_before.decisions.get(alias, []),
+        )
+        if then.parked_status != "idle" and not decided:
+            if now.parked_status != then.parked_status:
+                raise InvariantViolated(
+                    "I4",
+                    "parked status is preserved",
+                    f"{alias} stays {then.parked_status} until the user "
+                    "decides",
+                    f"{alias} became {now.parked_status} with no decision "
+                    "sent",
+                )
+
+
+def payloads_delivered_once_in_order(
+    obs: Observation,
+    ledger: Ledger,
+) -> None:
+    """I5: once settled and unparked, every delivered payload is in the
+    agent's context exactly once, in delivery order.
+
+    Only meaningful when the world has settled: before that a payload may
+    legitimately still be on its way."""
+    if not obs.settled:
+        return
+    for alias, markers in ledger.delivered.items():
+        view = obs.sessions.get(alias)
+        if view is None or view.parked_status != "idle":
+            continue
+        seen = [h for h in view.context_hints if h in set(markers)]
+        if seen != markers:
+            raise InvariantViolated(
+                "I5",
+                "no inbox payload is lost, duplicated or reordered",
+                f"{alias}'s context holds {markers}",
+                f"{alias}'s context holds {seen}; still queued: "
+                f"{_markers_in(view.queued)}",
+            )
+
+
+def one_run_per_session(obs: Observation, ledger: Ledger) -> None:
+    """I6: never two runs of one session inside its lock at once."""
+    del ledger
+    for view in obs.sessions.values():
+        if len(view.lock_holders) > 1:
+            raise InvariantViolated(
+                "I6",
+                "one run per session at a time",
+                f"at most one task holds {view.alias}'s session lock",
+                f"held by {sorted(view.lock_holders)}",
+            )
+
+
+def decided_calls_complete(obs: Observation, ledger: Ledger) -> None:
+    """I7: once settled, every call the user decided on has left the
+    awaiting state and its reply has ended normally.
+
+    Protects confirm/resume, the half of the HITL flow the user sees."""
+    if not obs.settled:
+        return
+    for alias, call_ids in ledger.decisions.items():
+        view = obs.sessions.get(alias)
+        if view is None or alias in ledger.faults:
+            continue
+        stuck = sorted(set(call_ids) & set(view.awaiting_call_ids))
+        unresolved = [c for c in call_ids if c not in view.resolved_call_ids]
+        if stuck or unresolved:
+            raise InvariantViolated(
+                "I7",
+                "confirm/resume always completes",
+                f"{alias}'s decided calls {call_ids} complete with a result",
+                f"still awaiting {stuck}; no result for {unresolved}",
+            )
+        last_end = view.last_reply_end()
+        if view.parked_status == "idle" and last_end not in (
+            None,
+            "completed",
+            "exceed_max_iters",
+        ):
+            raise InvariantViolated(
+                "I7",
+                "confirm/resume always completes",
+                f"{alias}'s resumed reply ends normally",
+                f"it ended {last_end}",
+            )
+
+
+STEP_INVARIANTS = (
+    no_error_reply_without_fault,
+    no_spurious_leader_reminder,
+    no_dangling_inbox_consumer,
+    one_run_per_session,
+    payloads_delivered_once_in_order,
+    decided_calls_complete,
+)
+
+
+def _is_error_end(event: dict) -> bool:
+    return (
+        event.get("type") == "REPLY_END"
+        and event.get("finished_reason") == "error"
+    )
+
+
+def _markers_in(payloads: list[dict]) -> list[str]:
+    return [str(p.get("hint")) for p in payloads]
+
+
+def _excerpt(text: str, limit: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+__all__ = [
+    "InvariantViolated",
+    "Ledger",
+    "SessionView",
+    "STEP_INVARIANTS",
+    "parked_stays_parked",
+]
