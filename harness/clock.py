@@ -37,6 +37,11 @@ class VirtualClock:
         """Move time forward by ``seconds``."""
         self.advance_to(self._now + seconds)
 
+    def rewind(self) -> None:
+        """Back to zero, for the next story on the same loop (its timers
+        must all be gone: a timer left behind would never fire)."""
+        self._now = 0.0
+
     def timestamp(self) -> datetime:
         """The current virtual time as an aware ``datetime``."""
         return EPOCH + timedelta(seconds=self._now)

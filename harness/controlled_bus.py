@@ -11,6 +11,8 @@ payload pushed to a queue.
 """
 from __future__ import annotations
 
+import asyncio
+import json
 from collections import defaultdict
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
@@ -21,15 +23,28 @@ from .scheduler import Op, Scheduler
 
 
 def describe_payload(payload: dict) -> str:
-    """A short, deterministic summary of a payload for the trace."""
-    kind = payload.get("type") or payload.get("kind")
-    if kind is None and "hint" in payload:
+    """A short, deterministic summary of a payload for the trace (never a
+    timestamp: some agentscope releases stamp payloads with the wall
+    clock)."""
+    if "hint" in payload:
         return "hint " + _excerpt(str(payload["hint"]))
+    kind = payload.get("type") or payload.get("kind")
     parts = [str(kind)] if kind else []
     for name in ("finished_reason", "session_id"):
         if payload.get(name) and name != "session_id":
             parts.append(f"{name}={payload[name]}")
     return " ".join(parts) or _excerpt(str(sorted(payload)))
+
+
+def describe_value(value: str) -> str:
+    """A registry value for the trace: JSON objects by their keys."""
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        return _excerpt(value)
+    if isinstance(decoded, dict):
+        return "{" + ", ".join(sorted(decoded)) + "}"
+    return _excerpt(value)
 
 
 def _excerpt(text: str, limit: int = 60) -> str:
@@ -45,6 +60,9 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         self._scheduler = scheduler
         self.appended: dict[str, list[dict]] = defaultdict(list)
         self.pushed: dict[str, list[dict]] = defaultdict(list)
+        #: Tasks inside each lock by their own account (acquired, not
+        #: yet released): two live ones at once break mutual exclusion.
+        self.inside: dict[str, set] = defaultdict(set)
 
     async def _run(
         self,
@@ -157,11 +175,16 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         await self._scheduler.switch_point(Op("acquire_lock", key))
         async with self.inner.acquire_lock(key, ttl_secs=ttl_secs):
             self._scheduler.record("acquire_lock", key, "acquired")
+            holder = asyncio.current_task()
+            self.inside[key].add(holder)
             try:
                 yield
             finally:
-                await self._scheduler.switch_point(Op("release_lock", key))
-                self._scheduler.record("release_lock", key)
+                try:
+                    await self._scheduler.switch_point(Op("release_lock", key))
+                finally:
+                    self.inside[key].discard(holder)
+                    self._scheduler.record("release_lock", key)
 
     async def is_locked(self, key):
         return await self._run(
@@ -194,7 +217,7 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
                 value,
                 ttl_secs=ttl_secs,
             ),
-            lambda _: value,
+            lambda _: describe_value(value),
         )
 
     async def registry_set_if(

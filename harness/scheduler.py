@@ -51,10 +51,17 @@ class Op:
 class ControlledTask:
     """Bookkeeping for one task under control."""
 
-    def __init__(self, task: asyncio.Task, index: int, qualname: str) -> None:
+    def __init__(
+        self,
+        task: asyncio.Task,
+        index: int,
+        qualname: str,
+        parent: "ControlledTask | None",
+    ) -> None:
         self.task = task
         self.index = index
         self.qualname = qualname
+        self.parent = parent
         self.label: str | None = None
         self.pending: Op | None = None
         self.gate: asyncio.Future | None = None
@@ -76,8 +83,13 @@ class ControlledTask:
 class Scheduler:
     """Owns the loop's task factory, the switch points and quiescence."""
 
-    def __init__(self, loop: VirtualTimeEventLoop) -> None:
+    def __init__(
+        self,
+        loop: VirtualTimeEventLoop,
+        rename: Callable[[str], str] = lambda name: name,
+    ) -> None:
         self.loop = loop
+        self._rename = rename
         self.trace = Trace()
         self._records: dict[asyncio.Task, ControlledTask] = {}
         self._order: list[ControlledTask] = []
@@ -86,6 +98,8 @@ class Scheduler:
         self._storage_calls_in_flight = 0
         self._storage_idle: asyncio.Event | None = None
         self.releases = 0
+        #: Switch points only park tasks while this is set (not in setup).
+        self.controlling = False
         loop.set_task_factory(self._task_factory)
 
     # ── task registry ─────────────────────────────────────────────────
@@ -99,7 +113,9 @@ class Scheduler:
         task = asyncio.Task(coro, loop=loop, **kwargs)
         if not self._creating_internal:
             qualname = getattr(coro, "__qualname__", type(coro).__name__)
-            record = ControlledTask(task, len(self._order), qualname)
+            creator = asyncio.current_task(loop)
+            parent = self._records.get(creator) if creator else None
+            record = ControlledTask(task, len(self._order), qualname, parent)
             self._records[task] = record
             self._order.append(record)
         return task
@@ -109,6 +125,7 @@ class Scheduler:
             name = record.task.get_name()
             if name.startswith("Task-"):
                 name = record.qualname.split(".")[-1]
+            name = self._rename(name)
             self._label_counts[name] += 1
             count = self._label_counts[name]
             record.label = name if count == 1 else f"{name}#{count}"
@@ -122,6 +139,11 @@ class Scheduler:
         """Label of the running task; ``harness`` outside control."""
         task = asyncio.current_task()
         record = self._records.get(task) if task else None
+        return self._label(record) if record else "harness"
+
+    def label_of(self, task: asyncio.Task) -> str:
+        """The label of any task; uncontrolled ones are ``harness``."""
+        record = self._records.get(task)
         return self._label(record) if record else "harness"
 
     def tasks(self) -> list[ControlledTask]:
@@ -148,7 +170,7 @@ class Scheduler:
         """Park the calling task until the harness releases it."""
         task = asyncio.current_task()
         record = self._records.get(task) if task else None
-        if record is None:
+        if record is None or not self.controlling:
             return
         self._label(record)
         record.pending = op

@@ -23,7 +23,7 @@ class TraceEntry:
 
     def render(self, aliases: dict[str, str]) -> str:
         """One line, with session ids replaced by their aliases."""
-        text = f"{self.seq:4d}  {self.task:<28} {self.op:<14} {self.key}"
+        text = f"{self.seq:4d}  {self.task:<34} {self.op:<14} {self.key}"
         if self.detail:
             text += f"  -> {self.detail}"
         return apply_aliases(text, aliases)

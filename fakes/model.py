@@ -1,0 +1,334 @@
+"""A chat model whose every reply is written in advance by the test.
+
+agentscope builds a session's model itself, from the stored credential its
+``ChatModelConfig`` points at. So the fake is reached the same way a real
+provider is: :class:`ScriptedCredential` is a registered credential type
+whose chat model class is :class:`ScriptedChatModel`. The credential names a
+:class:`ScriptBook` (one per world) and the config's ``model`` field names
+the :class:`ModelScript` to play inside it.
+
+A model call pops the script's next :class:`Turn` and answers with it; an
+empty script answers ``"done"``. Every call is logged as a
+:class:`ModelCall` for invariants. Nothing here does I/O, sleeps, or reads
+the clock.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from agentscope.credential import CredentialBase, CredentialFactory
+from agentscope.formatter import OpenAIChatFormatter
+from agentscope.message import HintBlock, TextBlock, ToolCallBlock
+from agentscope.model import ChatModelBase, ChatResponse
+
+#: What an empty script answers.
+DEFAULT_REPLY = "done"
+
+#: Stands in for the wall-clock ``created_at`` agentscope would stamp.
+FIXED_CREATED_AT = "2026-01-01T00:00:00"
+
+_SESSION_ID_IN_PROMPT = re.compile(r"within a session \(id=([^)]+)\)")
+
+
+# --------------------------------------------------------------------------
+# Turns: what one model call answers
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallTool:
+    """Answer with one tool call."""
+
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CallTools:
+    """Answer with several tool calls in the same turn."""
+
+    calls: tuple[CallTool, ...]
+
+
+@dataclass(frozen=True)
+class Text:
+    """Answer with plain text, which ends the reply."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Make the model call raise :class:`ScriptedModelError`."""
+
+    message: str
+
+
+Turn = CallTool | CallTools | Text | Fail
+
+
+class ScriptedModelError(RuntimeError):
+    """Raised by a model call whose scripted turn is :class:`Fail`."""
+
+
+# --------------------------------------------------------------------------
+# Scripts and the book that holds them
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class ModelScript:
+    """The turns one session's model will answer, in order."""
+
+    name: str
+    turns: deque[Turn] = field(default_factory=deque)
+    served: int = 0
+    when_empty: tuple[Turn, ...] = ()
+    """Turns played in a cycle once the script is used up (a team worker
+    must report with ``TeamSay`` before it may end its reply)."""
+    _idle_turns: int = 0
+
+    def add(self, *turns: Turn) -> "ModelScript":
+        """Append turns; returns the script so calls can be chained."""
+        self.turns.extend(turns)
+        return self
+
+    def take(self) -> Turn | None:
+        """Pop the next turn, ``None`` when the script is used up."""
+        self.served += 1
+        if self.turns:
+            return self.turns.popleft()
+        if not self.when_empty:
+            return None
+        turn = self.when_empty[self._idle_turns % len(self.when_empty)]
+        self._idle_turns += 1
+        return turn
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One model call as it was served, for invariants and reports."""
+
+    book: str
+    script: str
+    number: int
+    """1-based count of calls served by this script so far."""
+    turn: Turn | None
+    """The scripted turn, ``None`` when the default reply was given."""
+    session_id: str | None
+    """Read from the system prompt agentscope writes; ``None`` if absent."""
+    tools_offered: tuple[str, ...]
+    hints_seen: tuple[str, ...]
+    """Text of every hint block in the context the model was shown."""
+
+
+class ScriptBook:
+    """Every script of one world, plus the log of calls they served.
+
+    Books are found by name from a class-level shelf, because agentscope
+    builds the model from stored data only and the name is the one piece
+    of harness state that survives that trip.
+    """
+
+    _shelf: dict[str, "ScriptBook"] = {}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.scripts: dict[str, ModelScript] = {}
+        self.calls: list[ModelCall] = []
+
+    @classmethod
+    def open(cls, name: str) -> "ScriptBook":
+        """Create a book and put it on the shelf under ``name``."""
+        if name in cls._shelf:
+            raise ValueError(f"a script book named {name!r} is already open")
+        book = cls(name)
+        cls._shelf[name] = book
+        return book
+
+    @classmethod
+    def find(cls, name: str) -> "ScriptBook":
+        """The open book called ``name``."""
+        try:
+            return cls._shelf[name]
+        except KeyError:
+            raise LookupError(f"no open script book named {name!r}") from None
+
+    def close(self) -> None:
+        """Take the book off the shelf."""
+        self._shelf.pop(self.name, None)
+
+    def script(self, name: str) -> ModelScript:
+        """The script called ``name``, created empty on first use."""
+        if name not in self.scripts:
+            self.scripts[name] = ModelScript(name)
+        return self.scripts[name]
+
+    def serve(
+        self,
+        script_name: str,
+        messages: list,
+        tools: list[dict] | None,
+    ) -> ChatResponse:
+        """Answer one model call from the named script and log it."""
+        script = self.script(script_name)
+        turn = script.take()
+        self.calls.append(
+            ModelCall(
+                book=self.name,
+                script=script_name,
+                number=script.served,
+                turn=turn,
+                session_id=_session_id_from(messages),
+                tools_offered=_tool_names(tools),
+                hints_seen=_hint_texts(messages),
+            ),
+        )
+        return _response_for(turn, script_name, script.served)
+
+
+# --------------------------------------------------------------------------
+# The agentscope side: credential type and model class
+# --------------------------------------------------------------------------
+
+
+class ScriptedCredential(CredentialBase):
+    """A credential that only says which script book to read."""
+
+    type: Literal["scripted"] = "scripted"
+    book: str
+
+    @classmethod
+    def get_chat_model_class(cls) -> type[ChatModelBase]:
+        return ScriptedChatModel
+
+
+def register_scripted_credential() -> None:
+    """Teach agentscope the ``scripted`` credential type (idempotent)."""
+    CredentialFactory.register_credential(ScriptedCredential)
+
+
+class ScriptedChatModel(ChatModelBase):
+    """Plays the script named by the session's model config."""
+
+    class Parameters(BaseModel):
+        """The fake takes no parameters."""
+
+    def __init__(
+        self,
+        credential: ScriptedCredential,
+        model: str,
+        parameters: BaseModel | None = None,
+        **_ignored: Any,
+    ) -> None:
+        super().__init__(
+            credential=credential,
+            model=model,
+            parameters=parameters or self.Parameters(),
+            stream=False,
+            max_retries=0,
+            retry_delay=0.0,
+        )
+        self.formatter = OpenAIChatFormatter()
+
+    @classmethod
+    def list_models(cls, custom_yaml_dir: str | None = None) -> list:
+        """No model cards: skips the base class' directory scan."""
+        return []
+
+    async def _call_api(
+        self,
+        model_name: str,
+        messages: list,
+        tools: list[dict] | None = None,
+        tool_choice: Any = None,
+        **kwargs: Any,
+    ) -> ChatResponse:
+        book = ScriptBook.find(self.credential.book)
+        return book.serve(model_name, messages, tools)
+
+
+# --------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------
+
+
+def _response_for(turn: Turn | None, script: str, number: int) -> ChatResponse:
+    """Turn a scripted turn into the response agentscope expects."""
+    if isinstance(turn, Fail):
+        raise ScriptedModelError(turn.message)
+    if isinstance(turn, Text):
+        content: list = [TextBlock(text=turn.text)]
+    elif isinstance(turn, CallTool):
+        content = [_tool_call_block(turn, script, number, 0)]
+    elif isinstance(turn, CallTools):
+        content = [
+            _tool_call_block(call, script, number, index)
+            for index, call in enumerate(turn.calls)
+        ]
+    else:
+        content = [TextBlock(text=DEFAULT_REPLY)]
+    return ChatResponse(
+        content=content,
+        is_last=True,
+        created_at=FIXED_CREATED_AT,
+    )
+
+
+def _tool_call_block(
+    call: CallTool,
+    script: str,
+    number: int,
+    index: int,
+) -> ToolCallBlock:
+    """A tool call block whose id says which script turn made it."""
+    return ToolCallBlock(
+        id=f"call-{script}-{number}-{index}",
+        name=call.name,
+        input=json.dumps(call.args),
+    )
+
+
+def _session_id_from(messages: list) -> str | None:
+    """The session id agentscope writes into the system prompt."""
+    if not messages:
+        return None
+    match = _SESSION_ID_IN_PROMPT.search(_plain_text(messages[0]))
+    return match.group(1) if match else None
+
+
+def _blocks(msg: Any) -> list:
+    """A message's blocks, read without minting ids for string content."""
+    return msg.content if isinstance(msg.content, list) else []
+
+
+def _plain_text(msg: Any) -> str:
+    """A message's text, read without minting ids for string content."""
+    if isinstance(msg.content, str):
+        return msg.content
+    return "".join(
+        block.text for block in msg.content if isinstance(block, TextBlock)
+    )
+
+
+def _tool_names(tools: list[dict] | None) -> tuple[str, ...]:
+    """Names of the tools offered to the model."""
+    return tuple(
+        schema.get("function", {}).get("name", "") for schema in tools or []
+    )
+
+
+def _hint_texts(messages: list) -> tuple[str, ...]:
+    """Text of every hint block in the messages, in order."""
+    texts = []
+    for msg in messages:
+        for block in _blocks(msg):
+            if isinstance(block, HintBlock) and isinstance(block.hint, str):
+                texts.append(block.hint)
+    return tuple(texts)

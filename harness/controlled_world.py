@@ -1,0 +1,330 @@
+"""One example's world under control: loop, clock, scheduler, bus, app.
+
+:class:`ControlledWorld` is the synchronous face the stateful rules use. It
+builds agentscope's app layer (:mod:`harness.world`) on a
+:class:`~harness.event_loop.VirtualTimeEventLoop`, hands agentscope a
+:class:`~harness.controlled_bus.ControlledBus` around the fake bus and a
+:class:`~harness.controlled_storage.SerialStorage` around the real storage,
+starts the real ``WakeupDispatcher``, then switches control on.
+
+Tasks come in two kinds. *Actors* are the independent parties of a story:
+every chat run (spawned by agentscope's run registry), the dispatcher, its
+backoff retries, and each action the harness performs on a user's or a
+producer's behalf. Every other task is a *helper* of the actor that created
+it (a run's shielded persist, SQLAlchemy's session closers), and moves
+whenever its actor is moved (:meth:`ControlledWorld.finish`). The
+interleaving choices are between actors.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from agentscope.app.message_bus import MessageBus, MessageBusKeys
+
+from fakes.bus import VirtualRedisBus
+from .clock import VirtualClock
+from .controlled_bus import ControlledBus
+from .controlled_storage import SerialStorage
+from .event_loop import VirtualTimeEventLoop
+from .observation import Observation, SessionView
+from .scheduler import ControlledTask, Scheduler
+from .trace import apply_aliases
+from .world import (
+    Stage,
+    World,
+    build_world,
+    install_deterministic_factories,
+    open_stage,
+)
+
+#: The cast every story starts with: agent names, also their aliases.
+LEADER, WORKER, SOLO = "leader", "worker", "solo"
+
+#: Task names agentscope gives its independent parties.
+_AGENTSCOPE_ACTOR = re.compile(r"(-run:|-retry:|^wakeup-dispatcher$)")
+
+#: Prefix of every task the harness starts on someone's behalf.
+HARNESS_ACTOR_PREFIX = "» "
+
+
+class _Theatre:
+    """What every story in this process shares: the loop, the clock and
+    the :class:`~harness.world.Stage` (storage, workspaces, agents).
+
+    SQL storage is bound to the loop it was opened on, so one loop serves
+    all stories; each story gets its own scheduler, bus and app on it."""
+
+    _current: "_Theatre | None" = None
+
+    def __init__(self) -> None:
+        self.clock = VirtualClock()
+        self.loop = VirtualTimeEventLoop(self.clock)
+        self.basedir = Path(tempfile.mkdtemp(prefix="hitl-stage-", dir=_scratch_dir()))
+        self.stories = 0
+        self.stage: Stage = self.loop.run_until_complete(self._open())
+        atexit.register(self.close)
+
+    async def _open(self) -> Stage:
+        install_deterministic_factories(self.clock.now, story=0)
+        stage = await open_stage(self.basedir)
+        await stage.add_agent(LEADER)
+        await stage.add_agent(WORKER, invite_description="Does gated chores.")
+        await stage.add_agent(SOLO)
+        return stage
+
+    @classmethod
+    def get(cls) -> "_Theatre":
+        if cls._current is None:
+            cls._current = cls()
+        return cls._current
+
+    def close(self) -> None:
+        if self.loop.is_closed():
+            return
+        self.loop.set_task_factory(None)
+        self.loop.run_until_complete(self.stage.close())
+        self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        self.loop.close()
+        shutil.rmtree(self.basedir, ignore_errors=True)
+
+
+class ControlledWorld:
+    """agentscope's app layer, one task at a time, on virtual time.
+
+    One story's world: a fresh scheduler, bus and agentscope app on the
+    process' shared theatre, with the leader's and the solo agent's story
+    sessions opened and the leader's team made."""
+
+    def __init__(self, bus: MessageBus | None = None) -> None:
+        theatre = _Theatre.get()
+        theatre.stories += 1
+        self.clock = theatre.clock
+        self.clock.rewind()
+        self.loop = theatre.loop
+        asyncio.set_event_loop(self.loop)
+        install_deterministic_factories(self.clock.now, story=theatre.stories)
+        self._story_ids = re.compile(
+            rf"\b{theatre.stories:06x}([0-9a-f]{{6}})0{{20}}\b",
+        )
+        self.aliases: dict[str, str] = {}
+        self.scheduler = Scheduler(self.loop, rename=self.alias)
+        self.fake_bus = bus or VirtualRedisBus(self.clock.now)
+        self.bus = ControlledBus(self.fake_bus, self.scheduler)
+        self.stage = theatre.stage
+        self.storage = self.stage.storage
+        self.world: World = self.scheduler.run_uncontrolled(
+            build_world(
+                self.stage,
+                self.bus,
+                wrap_storage=lambda s: SerialStorage(s, self.scheduler),
+            ),
+        )
+        self._closed = False
+
+    # ── setup ─────────────────────────────────────────────────────────
+
+    def setup(self, coro: Coroutine) -> Any:
+        """Run setup code before control starts (or between steps)."""
+        return self.scheduler.run_uncontrolled(coro)
+
+    def start(self) -> None:
+        """Start the dispatcher as the app's lifespan does, then take
+        control: from here on every bus operation is a switch point."""
+        self.setup(self.world.dispatcher.__aenter__())
+        self.scheduler.controlling = True
+        self.scheduler.quiesce()
+
+    def name_session(self, session_id: str, alias: str) -> None:
+        """Show ``session_id`` as ``alias`` in labels, traces and reports."""
+        self.aliases[session_id] = alias
+
+    def alias(self, text: str) -> str:
+        """``text`` with every known session id replaced by its alias and
+        every other id of this story by its story-relative number."""
+        return self._story_ids.sub(
+            lambda m: f"#{int(m.group(1), 16)}",
+            apply_aliases(text, self.aliases),
+        )
+
+    # ── actors ────────────────────────────────────────────────────────
+
+    def is_actor(self, record: ControlledTask) -> bool:
+        label = record.label or ""
+        return label.startswith(HARNESS_ACTOR_PREFIX) or bool(
+            _AGENTSCOPE_ACTOR.search(label),
+        )
+
+    def actor_of(self, record: ControlledTask) -> ControlledTask:
+        """The actor a task works for (itself, if it is one)."""
+        current: ControlledTask | None = record
+        while current is not None:
+            if self.is_actor(current):
+                return current
+            current = current.parent
+        return record
+
+    def act(self, coro: Coroutine, label: str) -> ControlledTask:
+        """Start an action on someone's behalf and let it run to its end
+        (or until it waits for another actor)."""
+        record = self.scheduler.spawn(coro, HARNESS_ACTOR_PREFIX + label)
+        self.finish(record)
+        return record
+
+    def finish(self, actor: ControlledTask, stop=None) -> bool:
+        """Move ``actor`` and its helpers, oldest first, until it ends, it
+        can only wait for another actor, or ``stop(actor)`` holds."""
+        while not actor.done:
+            if stop is not None and stop(actor):
+                return True
+            mine = [r for r in self.scheduler.parked() if self.actor_of(r) is actor]
+            if not mine:
+                return False
+            self.scheduler.advance(mine[0])
+        return True
+
+    def actors(self) -> list[ControlledTask]:
+        """Live actors, oldest first."""
+        return [r for r in self.scheduler.tasks() if self.is_actor(r)]
+
+    def movable_actors(self) -> list[ControlledTask]:
+        """Live actors that could take a step now (they or a helper is
+        parked at a switch point)."""
+        movable = {self.actor_of(r).index for r in self.scheduler.parked()}
+        return [a for a in self.actors() if a.index in movable]
+
+    def step(self, actor: ControlledTask) -> None:
+        """One switch point of ``actor`` (or of its oldest parked helper)."""
+        mine = [r for r in self.scheduler.parked() if self.actor_of(r) is actor]
+        if mine:
+            self.scheduler.advance(mine[0])
+
+    def run_of(self, session_id: str) -> ControlledTask | None:
+        """The live chat run of a session, if any."""
+        task = self.world.registry.get(session_id)
+        if task is None or task.done():
+            return None
+        return next(
+            (r for r in self.scheduler.tasks() if r.task is task),
+            None,
+        )
+
+    def dispatcher(self) -> ControlledTask | None:
+        """The dispatcher's subscription loop."""
+        return next(
+            (r for r in self.actors() if r.label == "wakeup-dispatcher"),
+            None,
+        )
+
+    def settle(self) -> None:
+        """Let everything run to rest, with time passing as needed."""
+        self.scheduler.settle()
+
+    # ── observation ───────────────────────────────────────────────────
+
+    def observe(self, settled: bool = False) -> Observation:
+        """What every named session looks like right now."""
+        return Observation(
+            sessions={
+                alias: self._view(session_id, alias)
+                for session_id, alias in self.aliases.items()
+            },
+            settled=settled,
+        )
+
+    def _view(self, session_id: str, alias: str) -> SessionView:
+        inbox = MessageBusKeys.inbox(session_id)
+        consumer = MessageBusKeys.inbox_consumer(session_id)
+        lock = MessageBusKeys.session_lock(session_id)
+        view = SessionView(
+            alias=alias,
+            session_id=session_id,
+            events=list(self.bus.appended.get(MessageBusKeys.session_events(session_id), [])),
+            inbox_pushes=list(self.bus.pushed.get(inbox, [])),
+            queued=self._queued(inbox),
+            consumer_registered=self._registered(consumer),
+            run_alive=self.run_of(session_id) is not None,
+            lock_holders={
+                self.scheduler.label_of(t)
+                for t in self.bus.inside.get(lock, set())
+                if not t.done()
+            },
+        )
+        record = self.setup(self.storage.get_session(self.stage.user_id, "", session_id))
+        if record is not None:
+            _read_context(view, record.state.context)
+        return view
+
+    def _queued(self, key: str) -> list[dict]:
+        if isinstance(self.fake_bus, VirtualRedisBus):
+            return self.fake_bus.peek_queue(key)
+        return []
+
+    def _registered(self, namespace: str) -> bool:
+        if isinstance(self.fake_bus, VirtualRedisBus):
+            return bool(self.fake_bus.peek_registry(namespace))
+        return False
+
+    def render_trace(self) -> str:
+        """The operation trace with ids shown as aliases."""
+        return self.alias(self.scheduler.trace.render())
+
+    # ── teardown ──────────────────────────────────────────────────────
+
+    def close(self) -> None:
+        """Stop every task of this story and close its app."""
+        if self._closed:
+            return
+        self._closed = True
+        self.scheduler.controlling = False
+        for record in self.scheduler.tasks():
+            if record.gate is not None and not record.gate.done():
+                record.gate.set_result(None)
+        self.scheduler.quiesce()
+        self.setup(self._shutdown())
+        self.loop.set_task_factory(None)
+
+    async def _shutdown(self) -> None:
+        await self.world.dispatcher.__aexit__(None, None, None)
+        pending = [
+            r.task for r in self.scheduler.tasks() if r.task is not asyncio.current_task()
+        ]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await self.world.close()
+
+
+def _read_context(view: SessionView, context: list) -> None:
+    """Fill the persisted-state half of a view from an agent context."""
+    from agentscope.app._service import SessionService  # pylint: disable=import-outside-toplevel
+
+    view.parked_status = str(SessionService.derive_parked_status(context).value)
+    if context and context[-1].role == "assistant":
+        view.awaiting_call_ids = [
+            block.id
+            for block in context[-1].get_content_blocks("tool_call")
+            if str(getattr(block.state, "value", block.state)) in ("asking", "submitted")
+        ]
+    for msg in context:
+        for block in msg.get_content_blocks():
+            kind = getattr(block, "type", None)
+            if kind == "tool_result":
+                view.resolved_call_ids.append(block.id)
+            elif kind == "hint":
+                view.context_hints.append(str(block.hint))
+
+
+def _scratch_dir() -> str | None:
+    """Where worlds keep their sqlite file and workspaces: memory-backed
+    ``/dev/shm`` when the machine has it (no fsync cost), else the default
+    temporary directory."""
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None

@@ -1,0 +1,43 @@
+"""Hypothesis profiles: ``dev`` (quick, local), ``ci`` (derandomized, so a
+gate gives the same verdict every time) and ``thorough`` (random, with the
+example database, for hunting)."""
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+_COMMON = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    stateful_step_count=12,
+)
+
+
+def register() -> None:
+    """Register the three profiles and load ``ci`` when ``CI`` is set."""
+    settings.register_profile(
+        "dev",
+        max_examples=60,
+        database=None,
+        print_blob=True,
+        **_COMMON,
+    )
+    settings.register_profile(
+        "ci",
+        max_examples=120,
+        derandomize=True,
+        database=None,
+        print_blob=True,
+        **_COMMON,
+    )
+    settings.register_profile(
+        "thorough",
+        max_examples=1500,
+        database=DirectoryBasedExampleDatabase(".hypothesis/examples"),
+        phases=list(Phase),
+        print_blob=True,
+        **{**_COMMON, "stateful_step_count": 30},
+    )
+    settings.load_profile("ci" if os.environ.get("CI") else "dev")

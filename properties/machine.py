@@ -1,0 +1,392 @@
+"""The stateful machine: stories of parked human-in-the-loop runs.
+
+Each Hypothesis example builds a fresh world (a team leader, an invitable
+worker, a solo session; see :class:`~harness.controlled_world.ControlledWorld`)
+and plays a story against it, one rule at a time. Rules are what users,
+producers and agentscope's own background parties do; their names and
+arguments are written so that a shrunk failing program reads as the story
+that broke agentscope. User actions enter through agentscope's own chat
+endpoint; runs are spawned by agentscope's own run registry and dispatcher.
+
+After every rule the world is run to quiescence and the invariants of
+:mod:`properties.invariants` are checked; when the world has settled
+(nothing parked, no timer pending) the end-state invariants are checked too.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+)
+
+from agentscope.app._bus_ops import deliver_to_inbox
+from agentscope.app._router._chat import chat as chat_endpoint
+from agentscope.app._router._schema import ChatRequest
+from agentscope.app.message_bus import MessageBusKeys
+from agentscope.event import (
+    ConfirmResult,
+    ExternalExecutionResultEvent,
+    UserConfirmResultEvent,
+)
+from agentscope.message import (
+    HintBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    ToolResultState,
+    UserMsg,
+)
+from fastapi import HTTPException
+
+from fakes.model import CallTool, Text
+from harness.controlled_world import LEADER, SOLO, WORKER, ControlledWorld
+from harness.observation import Observation
+
+from .invariants import (
+    STEP_INVARIANTS,
+    InvariantViolated,
+    Ledger,
+    parked_stays_parked,
+)
+
+
+#: What a model's next turn does, as a story says it.
+TURNS = ("calls GatedAction", "calls ExternalJob", "answers")
+
+#: Where an inbox payload comes from.
+SOURCES = ("team member", "channel", "background task")
+
+#: Virtual seconds that may pass in one step: a dispatcher backoff, an
+#: inbox-lock lease, a session-run lease.
+DURATIONS = (0.1, 31.0, 601.0)
+
+
+def _turns(alias: str, turn: str) -> list:
+    if turn == "calls GatedAction":
+        return [CallTool("GatedAction", {"note": f"{alias} needs approval"})]
+    if turn == "calls ExternalJob":
+        return [CallTool("ExternalJob", {"note": f"{alias} hands off a job"})]
+    return []  # the script's own ending: text, or a report for a worker
+
+
+class HitlMachine(RuleBasedStateMachine):
+    """Users, producers and agentscope's dispatcher acting on parked runs."""
+
+    #: Invariant codes this machine enforces (subclasses narrow it).
+    checked: frozenset[str] = frozenset(
+        {"I1", "I2", "I3", "I4", "I5", "I6", "I7"},
+    )
+    #: Turns the models may be scripted with (subclasses narrow it).
+    turns: tuple[str, ...] = TURNS
+    #: Sessions that exist in the story (subclasses narrow it).
+    cast: tuple[str, ...] = (LEADER, WORKER, SOLO)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = ControlledWorld()
+        self.ledger = Ledger()
+        self._markers = itertools.count(1)
+        self._previous: tuple[Observation, Ledger] | None = None
+        self.sessions: dict[str, str] = {}
+        self.agents: dict[str, str] = {}
+        self.w.setup(self._cast())
+        self.w.start()
+
+    async def _cast(self) -> None:
+        world = self.w.world
+        world.script(WORKER).when_empty = (
+            CallTool("TeamSay", {"content": "my part is done", "to": LEADER}),
+            Text("reported to the leader"),
+        )
+        for alias in (LEADER, SOLO):
+            session_id = await world.open_session(alias)
+            self._meet(alias, session_id, world.agent_id(alias))
+        await world.make_team(LEADER)
+
+    def _meet(self, alias: str, session_id: str, agent_id: str) -> None:
+        self.sessions[alias] = session_id
+        self.agents[alias] = agent_id
+        self.w.name_session(session_id, alias)
+
+    def teardown(self) -> None:
+        try:
+            self.w.settle()
+            self._check(self.w.observe(settled=True))
+        finally:
+            self.w.close()
+
+    # ── the team ──────────────────────────────────────────────────────
+
+    @precondition(lambda self: WORKER in self.cast and WORKER not in self.sessions)
+    @rule(worker_first_turn=st.sampled_from(TURNS))
+    def leader_invites_worker(self, worker_first_turn: str) -> None:
+        """The user asks the leader for help; the leader's model calls
+        ``AgentInvite``, which mints the worker's session and delivers the
+        task into its inbox (queuing a wake-up)."""
+        if worker_first_turn not in self.turns:
+            worker_first_turn = self.turns[0]
+        world = self.w.world
+        world.script(LEADER).add(
+            CallTool(
+                "AgentInvite",
+                {"target": world.invite_target(WORKER), "prompt": "Do the chore."},
+            ),
+            Text("the worker is on it"),
+        )
+        world.script(WORKER).add(*_turns(WORKER, worker_first_turn))
+        self._user_posts(LEADER, UserMsg(name="user", content="get help"))
+        run = self.w.run_of(self.sessions[LEADER])
+        if run is not None:
+            self.w.finish(run)
+        session_id = self.w.setup(world.team_session_of(WORKER))
+        if session_id is not None:
+            self._meet(WORKER, session_id, world.agent_id(WORKER))
+
+    # ── users ─────────────────────────────────────────────────────────
+
+    @rule(
+        session=st.sampled_from((LEADER, SOLO)),
+        model_turn=st.sampled_from(TURNS),
+    )
+    def user_sends_message(self, session: str, model_turn: str) -> None:
+        """A user message through the chat endpoint, which spawns a run
+        directly (or answers 409 while one is in flight)."""
+        if session not in self.cast or self._awaiting(session):
+            return
+        if model_turn not in self.turns:
+            model_turn = self.turns[0]
+        self.w.world.script(session).add(*_turns(session, model_turn))
+        self._user_posts(session, UserMsg(name="user", content="please help"))
+
+    @rule(
+        session=st.sampled_from((WORKER, SOLO, LEADER)),
+        decision=st.sampled_from(("confirms", "denies")),
+        posted_to_leader=st.booleans(),
+    )
+    def user_answers_confirmation(
+        self,
+        session: str,
+        decision: str,
+        posted_to_leader: bool,
+    ) -> None:
+        """The user answers a confirmation card. A worker's card is shown
+        in the leader's session too; posted there, the endpoint routes the
+        answer on to the worker."""
+        ask = self._open_request(session, "REQUIRE_USER_CONFIRM")
+        if ask is None:
+            return
+        calls = [ToolCallBlock.model_validate(c) for c in ask["tool_calls"]]
+        answer = UserConfirmResultEvent(
+            reply_id=ask["reply_id"],
+            confirm_results=[
+                ConfirmResult(confirmed=decision == "confirms", tool_call=call)
+                for call in calls
+            ],
+        )
+        for call in calls:
+            self.ledger.decide(session, call.id)
+        post_to = LEADER if posted_to_leader and session == WORKER else session
+        self._user_posts(post_to, answer)
+
+    @rule(session=st.sampled_from((WORKER, SOLO, LEADER)))
+    def external_result_arrives(self, session: str) -> None:
+        """The external system posts the result of a submitted job."""
+        ask = self._open_request(session, "REQUIRE_EXTERNAL_EXECUTION")
+        if ask is None:
+            return
+        calls = [ToolCallBlock.model_validate(c) for c in ask["tool_calls"]]
+        result = ExternalExecutionResultEvent(
+            reply_id=ask["reply_id"],
+            execution_results=[
+                ToolResultBlock(
+                    id=call.id,
+                    name=call.name,
+                    output="the job finished",
+                    state=ToolResultState.SUCCESS,
+                )
+                for call in calls
+            ],
+        )
+        for call in calls:
+            self.ledger.decide(session, call.id)
+        self._user_posts(session, result)
+
+    @rule(
+        session=st.sampled_from((LEADER, WORKER, SOLO)),
+        model_turn=st.sampled_from(TURNS),
+    )
+    def model_will_next(self, session: str, model_turn: str) -> None:
+        """Script what the session's model does on its next call."""
+        if session in self.sessions and model_turn in self.turns:
+            self.w.world.script(session).add(*_turns(session, model_turn))
+
+    # ── producers ─────────────────────────────────────────────────────
+
+    @rule(
+        source=st.sampled_from(SOURCES),
+        to=st.sampled_from((WORKER, SOLO, LEADER)),
+    )
+    def payload_arrives(self, source: str, to: str) -> None:
+        """A team message, a channel message or a background-task result
+        lands in a session's inbox through ``deliver_to_inbox``."""
+        if to not in self.sessions:
+            return
+        marker = f"payload-{next(self._markers)} from {source}"
+        hint = HintBlock(
+            hint=marker,
+            source=json.dumps({"label": source, "sublabel": "harness"}),
+        )
+        self.ledger.deliver(to, marker)
+        self.w.act(
+            deliver_to_inbox(
+                self.w.bus,
+                user_id=self.w.world.user_id,
+                session_id=self.sessions[to],
+                agent_id=self.agents[to],
+                payload=hint.model_dump(mode="json"),
+            ),
+            f"{source} delivers to {to}",
+        )
+
+    # ── agentscope's own parties ──────────────────────────────────────
+
+    @rule(session=st.sampled_from((WORKER, SOLO, LEADER)))
+    def run_reaches_turn_tail(self, session: str) -> None:
+        """The session's run goes on until its turn ends and it is about
+        to check its inbox (the turn tail), and stops there."""
+        run = self._run(session)
+        if run is None:
+            return
+        tail = MessageBusKeys.inbox_lock(self.sessions[session])
+        self.w.step(run)
+        self.w.finish(
+            run,
+            stop=lambda r: r.parked
+            and r.pending is not None
+            and r.pending.name == "acquire_lock"
+            and r.pending.key == tail,
+        )
+
+    @rule(session=st.sampled_from((WORKER, SOLO, LEADER)))
+    def run_continues(self, session: str) -> None:
+        """The session's run goes on until it ends or must wait."""
+        run = self._run(session)
+        if run is not None:
+            self.w.finish(run)
+
+    @rule()
+    def dispatcher_processes_queue(self) -> None:
+        """The wake-up dispatcher drains its trigger queue: it spawns runs,
+        drops wake-ups of parked sessions, re-queues for busy ones."""
+        dispatcher = self.w.dispatcher()
+        if dispatcher is not None:
+            self.w.finish(dispatcher)
+
+    @rule(data=st.data())
+    def one_task_takes_a_step(self, data) -> None:
+        """The interleaving choice: any task that can move takes one bus
+        operation's worth of steps."""
+        movable = self.w.movable_actors()
+        if not movable:
+            return
+        labels = sorted(a.label for a in movable)
+        label = data.draw(st.sampled_from(labels), label="task")
+        self.w.step(next(a for a in movable if a.label == label))
+
+    @rule(seconds=st.sampled_from(DURATIONS))
+    def time_passes(self, seconds: float) -> None:
+        """Virtual time passes: backoff retries fire, leases may expire."""
+        self.w.scheduler.pass_time(seconds)
+
+    @rule()
+    def everything_settles(self) -> None:
+        """Every task runs to its end, with time passing as needed."""
+        self.w.settle()
+
+    # ── invariants ────────────────────────────────────────────────────
+
+    @invariant()
+    def invariants_hold(self) -> None:
+        self._check(self.w.observe(settled=self._settled()))
+
+    def _check(self, obs: Observation) -> None:
+        for check in STEP_INVARIANTS:
+            self._enforce(lambda c=check: c(obs, self.ledger))
+        if self._previous is not None:
+            before, ledger_before = self._previous
+            self._enforce(
+                lambda: parked_stays_parked(before, obs, ledger_before, self.ledger),
+            )
+        self._previous = (obs, copy.deepcopy(self.ledger))
+
+    def _enforce(self, check) -> None:
+        try:
+            check()
+        except InvariantViolated as violation:
+            if violation.code in self.checked:
+                violation.trace = self.w.render_trace()
+                raise
+
+    def _settled(self) -> bool:
+        return (
+            not self.w.scheduler.parked()
+            and self.w.loop.next_timer_deadline() is None
+        )
+
+    # ── helpers ───────────────────────────────────────────────────────
+
+    def _run(self, session: str):
+        if session not in self.sessions:
+            return None
+        return self.w.run_of(self.sessions[session])
+
+    def _user_posts(self, session: str, payload) -> None:
+        """POST /chat/ as the user, through agentscope's endpoint."""
+        request = ChatRequest(
+            agent_id=self.agents[session],
+            session_id=self.sessions[session],
+            input=payload,
+        )
+        self.w.act(self._post(request), f"user posts to {session}")
+
+    async def _post(self, request: ChatRequest) -> None:
+        try:
+            await chat_endpoint(
+                request,
+                user_id=self.w.world.user_id,
+                chat_service=self.w.world.chat_service,
+                chat_run_registry=self.w.world.registry,
+                message_bus=self.w.bus,
+            )
+        except HTTPException as refused:
+            if refused.status_code != 409:
+                raise
+
+    def _open_request(self, session: str, kind: str) -> dict | None:
+        """The newest request of ``kind`` whose calls nobody answered."""
+        if session not in self.sessions:
+            return None
+        events = self.w.bus.appended.get(
+            MessageBusKeys.session_events(self.sessions[session]),
+            [],
+        )
+        decided = set(self.ledger.decisions.get(session, []))
+        for event in reversed(events):
+            if event.get("type") == kind:
+                calls = [c["id"] for c in event.get("tool_calls", [])]
+                if calls and not set(calls) & decided:
+                    return event
+                return None
+        return None
+
+    def _awaiting(self, session: str) -> bool:
+        return any(
+            self._open_request(session, kind)
+            for kind in ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
+        )
