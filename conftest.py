@@ -1,1 +1,3 @@
-"""Makes the repository importable and reports which agentscope is tested."""
+"""pytest wiring: Hypothesis profiles, ``--reference-fix``, and a header
+that says which agentscope is under test."""
+pytest_plugins = ["harness.pytest_plugin"]

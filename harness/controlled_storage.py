@@ -25,6 +25,8 @@ class SerialStorage:
         self._inner = inner
         self._scheduler = scheduler
         self._one_at_a_time: asyncio.Lock | None = None
+        #: Bumped by every call that may write, so readers can cache.
+        self.writes = 0
 
     @property
     def inner(self) -> Any:
@@ -41,6 +43,8 @@ class SerialStorage:
             if self._one_at_a_time is None:
                 self._one_at_a_time = asyncio.Lock()
             async with self._one_at_a_time:
+                if not name.startswith(("get_", "list_")):
+                    self.writes += 1
                 self._scheduler.storage_call_started()
                 try:
                     return await attr(*args, **kwargs)

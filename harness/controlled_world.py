@@ -34,6 +34,7 @@ from .clock import VirtualClock
 from .controlled_bus import ControlledBus
 from .controlled_storage import SerialStorage
 from .event_loop import VirtualTimeEventLoop
+from .quiet import silence_agentscope
 from .observation import Observation, SessionView
 from .scheduler import ControlledTask, Scheduler
 from .trace import apply_aliases
@@ -70,6 +71,7 @@ class _Theatre:
         self.basedir = Path(tempfile.mkdtemp(prefix="hitl-stage-", dir=_scratch_dir()))
         self.stories = 0
         self.stage: Stage = self.loop.run_until_complete(self._open())
+        silence_agentscope()  # after agentscope configured its own logger
         atexit.register(self.close)
 
     async def _open(self) -> Stage:
@@ -128,6 +130,7 @@ class ControlledWorld:
             ),
         )
         self._closed = False
+        self._stored_views: dict[str, tuple[int, SessionView]] = {}
 
     # ── setup ─────────────────────────────────────────────────────────
 
@@ -257,9 +260,21 @@ class ControlledWorld:
                 if not t.done()
             },
         )
-        record = self.setup(self.storage.get_session(self.stage.user_id, "", session_id))
-        if record is not None:
-            _read_context(view, record.state.context)
+        stored = self._stored_views.get(session_id)
+        if stored is None or stored[0] != self.world.storage.writes:
+            record = self.setup(
+                self.storage.get_session(self.stage.user_id, "", session_id),
+            )
+            persisted = SessionView(alias, session_id)
+            if record is not None:
+                _read_context(persisted, record.state.context)
+            stored = (self.world.storage.writes, persisted)
+            self._stored_views[session_id] = stored
+        persisted = stored[1]
+        view.parked_status = persisted.parked_status
+        view.awaiting_call_ids = list(persisted.awaiting_call_ids)
+        view.resolved_call_ids = list(persisted.resolved_call_ids)
+        view.context_hints = list(persisted.context_hints)
         return view
 
     def _queued(self, key: str) -> list[dict]:

@@ -15,6 +15,17 @@ from harness.observation import Observation, SessionView
 
 REMINDER_MARK = "<system-reminder>Team member"
 
+#: Short names, as test ids and verdict rows show them.
+INVARIANT_TITLES = {
+    "I1": "no-error-reply-without-fault",
+    "I2": "no-spurious-leader-reminder",
+    "I3": "no-dangling-inbox-consumer",
+    "I4": "parked-stays-parked",
+    "I5": "payloads-delivered-once-in-order",
+    "I6": "one-run-per-session",
+    "I7": "confirm-resume-completes",
+}
+
 
 class InvariantViolated(AssertionError):
     """An invariant did not hold. ``code`` is its short name (I1 … I7)."""

@@ -15,13 +15,13 @@ After every rule the world is run to quiescence and the invariants of
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
-    invariant,
     precondition,
     rule,
 )
@@ -65,6 +65,19 @@ SOURCES = ("team member", "channel", "background task")
 #: Virtual seconds that may pass in one step: a dispatcher backoff, an
 #: inbox-lock lease, a session-run lease.
 DURATIONS = (0.1, 31.0, 601.0)
+
+
+def _then_check(step):
+    """Run the invariants after a rule, inside it: the shrunk program then
+    lists only the story's steps (Hypothesis prints every ``@invariant``
+    call of the final run)."""
+
+    @functools.wraps(step)
+    def checked(self, *args, **kwargs):
+        step(self, *args, **kwargs)
+        self.check_now()
+
+    return checked
 
 
 def _turns(alias: str, turn: str) -> list:
@@ -123,8 +136,13 @@ class HitlMachine(RuleBasedStateMachine):
 
     # ── the team ──────────────────────────────────────────────────────
 
-    @precondition(lambda self: WORKER in self.cast and WORKER not in self.sessions)
+    @precondition(
+        lambda self: WORKER in self.cast
+        and WORKER not in self.sessions
+        and not self._awaiting(LEADER),
+    )
     @rule(worker_first_turn=st.sampled_from(TURNS))
+    @_then_check
     def leader_invites_worker(self, worker_first_turn: str) -> None:
         """The user asks the leader for help; the leader's model calls
         ``AgentInvite``, which mints the worker's session and delivers the
@@ -154,6 +172,7 @@ class HitlMachine(RuleBasedStateMachine):
         session=st.sampled_from((LEADER, SOLO)),
         model_turn=st.sampled_from(TURNS),
     )
+    @_then_check
     def user_sends_message(self, session: str, model_turn: str) -> None:
         """A user message through the chat endpoint, which spawns a run
         directly (or answers 409 while one is in flight)."""
@@ -164,11 +183,13 @@ class HitlMachine(RuleBasedStateMachine):
         self.w.world.script(session).add(*_turns(session, model_turn))
         self._user_posts(session, UserMsg(name="user", content="please help"))
 
+    @precondition(lambda self: self._any_open("REQUIRE_USER_CONFIRM"))
     @rule(
         session=st.sampled_from((WORKER, SOLO, LEADER)),
         decision=st.sampled_from(("confirms", "denies")),
         posted_to_leader=st.booleans(),
     )
+    @_then_check
     def user_answers_confirmation(
         self,
         session: str,
@@ -194,7 +215,9 @@ class HitlMachine(RuleBasedStateMachine):
         post_to = LEADER if posted_to_leader and session == WORKER else session
         self._user_posts(post_to, answer)
 
+    @precondition(lambda self: self._any_open("REQUIRE_EXTERNAL_EXECUTION"))
     @rule(session=st.sampled_from((WORKER, SOLO, LEADER)))
+    @_then_check
     def external_result_arrives(self, session: str) -> None:
         """The external system posts the result of a submitted job."""
         ask = self._open_request(session, "REQUIRE_EXTERNAL_EXECUTION")
@@ -221,6 +244,7 @@ class HitlMachine(RuleBasedStateMachine):
         session=st.sampled_from((LEADER, WORKER, SOLO)),
         model_turn=st.sampled_from(TURNS),
     )
+    @_then_check
     def model_will_next(self, session: str, model_turn: str) -> None:
         """Script what the session's model does on its next call."""
         if session in self.sessions and model_turn in self.turns:
@@ -232,6 +256,7 @@ class HitlMachine(RuleBasedStateMachine):
         source=st.sampled_from(SOURCES),
         to=st.sampled_from((WORKER, SOLO, LEADER)),
     )
+    @_then_check
     def payload_arrives(self, source: str, to: str) -> None:
         """A team message, a channel message or a background-task result
         lands in a session's inbox through ``deliver_to_inbox``."""
@@ -256,7 +281,9 @@ class HitlMachine(RuleBasedStateMachine):
 
     # ── agentscope's own parties ──────────────────────────────────────
 
+    @precondition(lambda self: self._any_run())
     @rule(session=st.sampled_from((WORKER, SOLO, LEADER)))
+    @_then_check
     def run_reaches_turn_tail(self, session: str) -> None:
         """The session's run goes on until its turn ends and it is about
         to check its inbox (the turn tail), and stops there."""
@@ -273,14 +300,18 @@ class HitlMachine(RuleBasedStateMachine):
             and r.pending.key == tail,
         )
 
+    @precondition(lambda self: self._any_run())
     @rule(session=st.sampled_from((WORKER, SOLO, LEADER)))
+    @_then_check
     def run_continues(self, session: str) -> None:
         """The session's run goes on until it ends or must wait."""
         run = self._run(session)
         if run is not None:
             self.w.finish(run)
 
+    @precondition(lambda self: self._dispatcher_has_work())
     @rule()
+    @_then_check
     def dispatcher_processes_queue(self) -> None:
         """The wake-up dispatcher drains its trigger queue: it spawns runs,
         drops wake-ups of parked sessions, re-queues for busy ones."""
@@ -288,7 +319,9 @@ class HitlMachine(RuleBasedStateMachine):
         if dispatcher is not None:
             self.w.finish(dispatcher)
 
+    @precondition(lambda self: bool(self.w.scheduler.parked()))
     @rule(data=st.data())
+    @_then_check
     def one_task_takes_a_step(self, data) -> None:
         """The interleaving choice: any task that can move takes one bus
         operation's worth of steps."""
@@ -299,20 +332,23 @@ class HitlMachine(RuleBasedStateMachine):
         label = data.draw(st.sampled_from(labels), label="task")
         self.w.step(next(a for a in movable if a.label == label))
 
+    @precondition(lambda self: self.w.loop.next_timer_deadline() is not None)
     @rule(seconds=st.sampled_from(DURATIONS))
+    @_then_check
     def time_passes(self, seconds: float) -> None:
         """Virtual time passes: backoff retries fire, leases may expire."""
         self.w.scheduler.pass_time(seconds)
 
     @rule()
+    @_then_check
     def everything_settles(self) -> None:
         """Every task runs to its end, with time passing as needed."""
         self.w.settle()
 
     # ── invariants ────────────────────────────────────────────────────
 
-    @invariant()
-    def invariants_hold(self) -> None:
+    def check_now(self) -> None:
+        """Every enforced invariant, against the world as it is now."""
         self._check(self.w.observe(settled=self._settled()))
 
     def _check(self, obs: Observation) -> None:
@@ -385,8 +421,25 @@ class HitlMachine(RuleBasedStateMachine):
                 return None
         return None
 
+    def _any_open(self, kind: str) -> bool:
+        return any(self._open_request(s, kind) for s in self.sessions)
+
+    def _any_run(self) -> bool:
+        return any(self._run(s) is not None for s in self.sessions)
+
+    def _dispatcher_has_work(self) -> bool:
+        dispatcher = self.w.dispatcher()
+        return dispatcher is not None and dispatcher.parked
+
     def _awaiting(self, session: str) -> bool:
         return any(
             self._open_request(session, kind)
             for kind in ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
         )
+
+
+def machine_enforcing(*codes: str, **narrowing) -> type[HitlMachine]:
+    """A :class:`HitlMachine` that enforces only ``codes`` (and optionally
+    narrows ``turns`` or ``cast``)."""
+    name = "HitlMachine_" + "_".join(codes)
+    return type(name, (HitlMachine,), {"checked": frozenset(codes), **narrowing})
