@@ -242,6 +242,11 @@ class ControlledWorld:
             settled=settled,
         )
 
+    def observe_session(self, alias: str) -> SessionView:
+        """One named session as it looks right now."""
+        session_id = next(s for s, a in self.aliases.items() if a == alias)
+        return self._view(session_id, alias)
+
     def _view(self, session_id: str, alias: str) -> SessionView:
         inbox = MessageBusKeys.inbox(session_id)
         consumer = MessageBusKeys.inbox_consumer(session_id)

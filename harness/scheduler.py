@@ -93,6 +93,8 @@ class Scheduler:
         self.trace = Trace()
         self._records: dict[asyncio.Task, ControlledTask] = {}
         self._order: list[ControlledTask] = []
+        self._live: list[ControlledTask] = []
+        self._unlabelled: list[ControlledTask] = []
         self._label_counts: Counter[str] = Counter()
         self._creating_internal = False
         self._storage_calls_in_flight = 0
@@ -118,6 +120,8 @@ class Scheduler:
             record = ControlledTask(task, len(self._order), qualname, parent)
             self._records[task] = record
             self._order.append(record)
+            self._live.append(record)
+            self._unlabelled.append(record)
         return task
 
     def _label(self, record: ControlledTask) -> str:
@@ -132,8 +136,9 @@ class Scheduler:
         return record.label
 
     def _label_new_tasks(self) -> None:
-        for record in self._order:
+        for record in self._unlabelled:
             self._label(record)
+        self._unlabelled.clear()
 
     def current_label(self) -> str:
         """Label of the running task; ``harness`` outside control."""
@@ -149,7 +154,8 @@ class Scheduler:
     def tasks(self) -> list[ControlledTask]:
         """Every controlled task that is still alive, oldest first."""
         self._label_new_tasks()
-        return [r for r in self._order if not r.done]
+        self._live = [r for r in self._live if not r.done]
+        return list(self._live)
 
     def parked(self) -> list[ControlledTask]:
         """Live tasks stopped at a switch point, oldest first."""

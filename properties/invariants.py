@@ -54,6 +54,14 @@ class Ledger:
     def decide(self, alias: str, tool_call_id: str) -> None:
         self.decisions.setdefault(alias, []).append(tool_call_id)
 
+    def snapshot(self) -> "Ledger":
+        """A copy that later changes to this ledger do not reach."""
+        return Ledger(
+            faults=set(self.faults),
+            delivered={k: list(v) for k, v in self.delivered.items()},
+            decisions={k: list(v) for k, v in self.decisions.items()},
+        )
+
 
 def no_error_reply_without_fault(obs: Observation, ledger: Ledger) -> None:
     """I1: a reply ends with ERROR only when a rule injected a fault.

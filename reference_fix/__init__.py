@@ -7,6 +7,7 @@ The one place in this project that patches agentscope, and only when asked
 from .parked_continuation import (
     FixRefused,
     apply,
+    check_target,
     is_applied,
     remove,
     unified_diff,
@@ -17,6 +18,7 @@ __all__ = [
     "FixRefused",
     "TARGET_RELEASES",
     "apply",
+    "check_target",
     "is_applied",
     "remove",
     "unified_diff",

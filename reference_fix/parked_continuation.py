@@ -29,7 +29,7 @@ from pathlib import Path
 #: Releases whose continuation lacks the guard (2.0.9 added its own).
 TARGET_RELEASES = ("2.0.7", "2.0.8")
 
-_UNGUARDED = """\
+UNGUARDED = """\
                     if not await has_pending_inbox_or_release(
                         self._message_bus,
                         session_id,
@@ -39,7 +39,7 @@ _UNGUARDED = """\
                     input_msg = None
 """
 
-_GUARDED = """\
+GUARDED = """\
                     if not await has_pending_inbox_or_release(
                         self._message_bus,
                         session_id,
@@ -71,24 +71,34 @@ def _chat_module():
     return _chat
 
 
-def _check_target() -> str:
-    import agentscope  # pylint: disable=import-outside-toplevel
-
-    version = agentscope.__version__
+def check_target(version: str, chat_source: str) -> str:
+    """Accept ``version`` and its ``_chat.py`` text, or raise
+    :class:`FixRefused` saying why; returns the version."""
     if version not in TARGET_RELEASES:
         raise FixRefused(
             f"the reference fix targets agentscope {', '.join(TARGET_RELEASES)};"
-            f" the installed agentscope is {version} "
-            f"({Path(agentscope.__file__).parent}). Later releases carry "
-            "their own guard: test them unpatched.",
+            f" this agentscope is {version}. Later releases carry their own "
+            "guard: test them unpatched.",
         )
-    source_file = inspect.getsourcefile(_chat_module())
-    if _UNGUARDED not in Path(source_file).read_text(encoding="utf-8"):
+    if UNGUARDED not in chat_source:
         raise FixRefused(
-            f"agentscope {version} at {source_file} does not contain the "
-            "unguarded continuation this fix replaces (a modified checkout?)",
+            f"agentscope {version}'s _chat.py does not contain the unguarded "
+            "continuation this fix replaces (a modified checkout?)",
         )
     return version
+
+
+def _check_installed() -> str:
+    import agentscope  # pylint: disable=import-outside-toplevel
+
+    source_file = Path(inspect.getsourcefile(_chat_module()))
+    try:
+        return check_target(
+            agentscope.__version__,
+            source_file.read_text(encoding="utf-8"),
+        )
+    except FixRefused as refused:
+        raise FixRefused(f"{refused} [{source_file}]") from None
 
 
 def is_applied() -> bool:
@@ -101,15 +111,15 @@ def apply() -> str:
 
     Raises :class:`FixRefused` on any other release or source."""
     global _original_run_impl  # pylint: disable=global-statement
-    version = _check_target()
+    version = _check_installed()
     if is_applied():
         return version
     chat = _chat_module()
     original = chat.ChatService._run_impl
     method_source = inspect.getsource(original)
-    if _UNGUARDED not in method_source:
+    if UNGUARDED not in method_source:
         raise FixRefused("the continuation code was not found in _run_impl")
-    fixed = textwrap.dedent(method_source.replace(_UNGUARDED, _GUARDED, 1))
+    fixed = textwrap.dedent(method_source.replace(UNGUARDED, GUARDED, 1))
     # Keep tracebacks pointing at the right lines of _chat.py.
     fixed = "\n" * (original.__code__.co_firstlineno - 1) + fixed
     namespace = dict(vars(chat))
@@ -130,10 +140,10 @@ def remove() -> None:
 
 def unified_diff() -> str:
     """The fix as a unified diff against the installed ``_chat.py``."""
-    _check_target()
+    _check_installed()
     path = Path(inspect.getsourcefile(_chat_module()))
     before = path.read_text(encoding="utf-8")
-    after = before.replace(_UNGUARDED, _GUARDED, 1)
+    after = before.replace(UNGUARDED, GUARDED, 1)
     return "".join(
         difflib.unified_diff(
             before.splitlines(keepends=True),

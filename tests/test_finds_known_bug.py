@@ -1,0 +1,83 @@
+"""The harness finds the parked-inbox bug where it exists, and only there.
+
+Against an agentscope with the bug (2.0.7, 2.0.8, unpatched) each scenario
+must fail I1, and Hypothesis' shrunk program must tell the bug report's
+story in at most six rule calls: park on a tool call, a payload arrives,
+the run reaches its turn tail. Against a release that fixed it (2.0.9 on),
+or with ``--reference-fix``, the same scenarios must hold. Either way the
+verdict is asserted: nothing here is skipped or expected to fail.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import settings
+from hypothesis.reporting import with_reporter
+from hypothesis.stateful import run_state_machine_as_test
+
+import reference_fix
+from harness import agentscope_under_test
+from harness.controlled_world import LEADER, SOLO, WORKER
+from properties.invariants import InvariantViolated
+from properties.machine import machine_enforcing
+
+#: Three shapes of the same bug, each with the rules it needs.
+SCENARIOS = {
+    "team-worker-asking": dict(turns=("calls GatedAction",), cast=(LEADER, WORKER)),
+    "team-worker-submitted": dict(turns=("calls ExternalJob",), cast=(LEADER, WORKER)),
+    "solo-session-channel": dict(
+        turns=("calls GatedAction",),
+        cast=(SOLO,),
+        sources=("channel",),
+    ),
+}
+
+STORY_STEP = re.compile(r"^state\.(\w+)\(", re.MULTILINE)
+
+
+def has_the_bug() -> bool:
+    """Whether the agentscope under test should show the bug."""
+    return (
+        agentscope_under_test.version() in reference_fix.TARGET_RELEASES
+        and not reference_fix.is_applied()
+    )
+
+
+def play(scenario: str) -> tuple[InvariantViolated | None, str]:
+    """Run one scenario's I1 property; the violation (if any) and what
+    Hypothesis reported (the shrunk program)."""
+    machine = machine_enforcing("I1", **SCENARIOS[scenario])
+    report: list[str] = []
+    try:
+        with with_reporter(report.append):
+            run_state_machine_as_test(
+                machine,
+                settings=settings(settings.get_profile("ci"), max_examples=150),
+            )
+    except InvariantViolated as violation:
+        return violation, "\n".join(report)
+    return None, "\n".join(report)
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_the_parked_inbox_bug_is_found_exactly_where_it_exists(scenario: str) -> None:
+    violation, report = play(scenario)
+    if not has_the_bug():
+        assert violation is None, (
+            f"{agentscope_under_test.describe()} should hold I1 in {scenario}:\n{report}"
+        )
+        return
+    assert violation is not None, f"the bug in {agentscope_under_test.describe()} was not found"
+    assert violation.code == "I1"
+    steps = STORY_STEP.findall(report)
+    steps = [s for s in steps if s != "teardown"]
+    assert len(steps) <= 6, f"story too long ({len(steps)} steps):\n{report}"
+    assert "payload_arrives" in steps, report
+    parks = "leader_invites_worker" if WORKER in SCENARIOS[scenario]["cast"] else "user_sends_message"
+    assert parks in steps, report
+    assert steps.index(parks) < steps.index("payload_arrives"), report
+    tool = SCENARIOS[scenario]["turns"][0]
+    assert tool in report, report
+    if scenario.startswith("solo"):
+        assert "source='channel'" in report and "to='solo'" in report, report

@@ -1,0 +1,175 @@
+"""Every invariant can fail: each is fed a deliberately broken world.
+
+Two kinds of broken world. Where the breakage can be made with the real
+app (a consumer registration left behind, a payload pushed past the
+hand-off protocol, an error reply published, a false reminder sent), the
+test builds a real :class:`ControlledWorld`, breaks it through the bus, and
+checks the invariant against what the harness observes. Where it would take
+a broken agentscope (a parked session silently unparked, a decided call
+that never completes, two runs inside one lock), the test builds the
+observation by hand. Each test also shows the invariant silent on the same
+world unbroken, so a check that always fires would fail here too.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+from agentscope.app._bus_ops import publish_session_event
+from agentscope.app.message_bus import MessageBusKeys
+from agentscope.event import ReplyEndEvent, ReplyFinishedReason
+from agentscope.message import HintBlock
+
+from harness.observation import Observation, SessionView
+from properties import invariants as inv
+from properties.invariants import InvariantViolated, Ledger
+from properties.machine import HitlMachine
+
+
+@pytest.fixture
+def machine():
+    machine = HitlMachine()
+    yield machine
+    machine.w.close()
+
+
+def _fires(code: str, check, *args) -> InvariantViolated:
+    with pytest.raises(InvariantViolated) as caught:
+        check(*args)
+    assert caught.value.code == code
+    return caught.value
+
+
+def _hint(text: str) -> dict:
+    return HintBlock(hint=text, source=json.dumps({"label": "test"})).model_dump(mode="json")
+
+
+# ── I1 ────────────────────────────────────────────────────────────────
+
+
+def test_I1_fires_on_an_error_reply_nobody_caused(machine):
+    solo = machine.sessions["solo"]
+    inv.no_error_reply_without_fault(machine.w.observe(), machine.ledger)
+    end = ReplyEndEvent(
+        session_id=solo,
+        reply_id="r1",
+        finished_reason=ReplyFinishedReason.ERROR,
+    )
+    machine.w.setup(publish_session_event(machine.w.bus, solo, end.model_dump(mode="json")))
+    violation = _fires("I1", inv.no_error_reply_without_fault, machine.w.observe(), machine.ledger)
+    assert "solo" in violation.actual
+    machine.ledger.faults.add("solo")  # an injected fault explains it
+    inv.no_error_reply_without_fault(machine.w.observe(), machine.ledger)
+
+
+# ── I2 ────────────────────────────────────────────────────────────────
+
+
+def test_I2_fires_on_a_failure_reminder_for_a_healthy_worker(machine):
+    leader = machine.sessions["leader"]
+    reminder = _hint(f"{inv.REMINDER_MARK} 'worker' hit an error while running")
+    machine.w.setup(machine.w.bus.queue_push(MessageBusKeys.inbox(leader), reminder))
+    _fires("I2", inv.no_spurious_leader_reminder, machine.w.observe(), machine.ledger)
+    machine.ledger.faults.add("worker")
+    inv.no_spurious_leader_reminder(machine.w.observe(), machine.ledger)
+
+
+# ── I3 ────────────────────────────────────────────────────────────────
+
+
+def test_I3_fires_on_a_registration_left_behind_by_a_finished_run(machine):
+    solo = machine.sessions["solo"]
+    inv.no_dangling_inbox_consumer(machine.w.observe(), machine.ledger)
+    machine.w.setup(
+        machine.w.bus.registry_set(
+            MessageBusKeys.inbox_consumer(solo),
+            MessageBusKeys.INBOX_CONSUMER_FIELD,
+            "1",
+            ttl_secs=MessageBusKeys.SESSION_RUN_TTL_SECS,
+        ),
+    )
+    violation = _fires("I3", inv.no_dangling_inbox_consumer, machine.w.observe(), machine.ledger)
+    assert "solo" in violation.expected
+
+
+# ── I4 ────────────────────────────────────────────────────────────────
+
+
+def _parked(status: str, decided: int = 0) -> tuple[Observation, Ledger]:
+    view = SessionView("worker", "w", parked_status=status)
+    ledger = Ledger(decisions={"worker": ["c"] * decided} if decided else {})
+    return Observation({"worker": view}), ledger
+
+
+def test_I4_fires_when_a_parked_session_unparks_without_a_decision():
+    before, ledger_before = _parked("awaiting_permission")
+    after, ledger_after = _parked("idle")
+    _fires("I4", inv.parked_stays_parked, before, after, ledger_before, ledger_after)
+    still, _ = _parked("awaiting_permission")
+    inv.parked_stays_parked(before, still, ledger_before, ledger_after)
+    decided_after, decided_ledger = _parked("idle", decided=1)
+    inv.parked_stays_parked(before, decided_after, ledger_before, decided_ledger)
+
+
+# ── I5 ────────────────────────────────────────────────────────────────
+
+
+def test_I5_fires_on_a_payload_stranded_past_the_hand_off_protocol(machine):
+    solo = machine.sessions["solo"]
+    machine.ledger.deliver("solo", "payload-x")
+    # Pushed without deliver_to_inbox: nobody is woken to consume it.
+    machine.w.setup(machine.w.bus.queue_push(MessageBusKeys.inbox(solo), _hint("payload-x")))
+    machine.w.settle()
+    violation = _fires("I5", inv.payloads_delivered_once_in_order, machine.w.observe(settled=True), machine.ledger)
+    assert "payload-x" in violation.actual  # reported as still queued
+
+
+def test_I5_fires_on_duplicates_and_reordering():
+    ledger = Ledger(delivered={"solo": ["p1", "p2"]})
+    for hints in (["p1", "p1", "p2"], ["p2", "p1"], ["p1"]):
+        obs = Observation({"solo": SessionView("solo", "s", context_hints=hints)}, settled=True)
+        _fires("I5", inv.payloads_delivered_once_in_order, obs, ledger)
+    good = Observation({"solo": SessionView("solo", "s", context_hints=["x", "p1", "p2"])}, settled=True)
+    inv.payloads_delivered_once_in_order(good, ledger)
+    unsettled = Observation({"solo": SessionView("solo", "s", context_hints=["p2"])}, settled=False)
+    inv.payloads_delivered_once_in_order(unsettled, ledger)
+
+
+# ── I6 ────────────────────────────────────────────────────────────────
+
+
+def test_I6_fires_when_two_runs_hold_one_session_lock():
+    view = SessionView("solo", "s", lock_holders={"wake-run:solo", "chat-run:solo"})
+    _fires("I6", inv.one_run_per_session, Observation({"solo": view}), Ledger())
+    view.lock_holders = {"chat-run:solo"}
+    inv.one_run_per_session(Observation({"solo": view}), Ledger())
+
+
+# ── I7 ────────────────────────────────────────────────────────────────
+
+
+def test_I7_fires_when_a_confirmed_call_never_completes():
+    ledger = Ledger(decisions={"solo": ["call-1"]})
+    stuck = SessionView("solo", "s", parked_status="awaiting_permission", awaiting_call_ids=["call-1"])
+    _fires("I7", inv.decided_calls_complete, Observation({"solo": stuck}, settled=True), ledger)
+    no_result = SessionView("solo", "s")
+    _fires("I7", inv.decided_calls_complete, Observation({"solo": no_result}, settled=True), ledger)
+    errored = SessionView(
+        "solo",
+        "s",
+        resolved_call_ids=["call-1"],
+        events=[{"type": "REPLY_END", "finished_reason": "error"}],
+    )
+    _fires("I7", inv.decided_calls_complete, Observation({"solo": errored}, settled=True), ledger)
+    done = SessionView(
+        "solo",
+        "s",
+        resolved_call_ids=["call-1"],
+        events=[{"type": "REPLY_END", "finished_reason": "completed"}],
+    )
+    inv.decided_calls_complete(Observation({"solo": done}, settled=True), ledger)
+
+
+def test_every_invariant_has_a_firing_test():
+    tested = {name.split("_")[1] for name in globals() if name.startswith("test_I")}
+    assert tested == set(inv.INVARIANT_TITLES)

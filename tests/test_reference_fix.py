@@ -1,0 +1,69 @@
+"""The reference fix applies where it should and refuses where it should not.
+
+These tests run against whichever agentscope is installed: on a release the
+fix targets they apply and remove it; on any other they check it refuses
+with a message that names the release. The diff shipped in ``patches/`` is
+checked against the text the runtime patch applies, so the two forms of the
+fix cannot drift apart.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import reference_fix
+from harness import agentscope_under_test
+from reference_fix import parked_continuation as fix
+
+PATCH = Path(__file__).resolve().parent.parent / "patches" / "agentscope-2.0.8-parked-continuation-guard.diff"
+TARGETED = agentscope_under_test.version() in reference_fix.TARGET_RELEASES
+
+
+def _chat_source() -> str:
+    from agentscope.app._service import _chat
+
+    return Path(_chat.__file__).read_text(encoding="utf-8")
+
+
+def test_refuses_a_release_it_was_not_written_for():
+    with pytest.raises(reference_fix.FixRefused, match=r"targets agentscope 2\.0\.7, 2\.0\.8.*2\.0\.11"):
+        fix.check_target("2.0.11", _chat_source())
+
+
+def test_refuses_a_targeted_release_whose_code_is_not_what_it_expects():
+    with pytest.raises(reference_fix.FixRefused, match="does not contain the unguarded continuation"):
+        fix.check_target("2.0.8", "def _run_impl(): ...  # a modified checkout")
+
+
+def test_accepts_the_code_it_was_written_against():
+    source = "...\n" + fix.UNGUARDED + "...\n"
+    assert fix.check_target("2.0.8", source) == "2.0.8"
+
+
+def test_patch_file_is_the_runtime_change():
+    patch = PATCH.read_text(encoding="utf-8")
+    removed = [l[1:] for l in patch.splitlines() if l.startswith("-") and not l.startswith("---")]
+    added = [l[1:] for l in patch.splitlines() if l.startswith("+") and not l.startswith("+++")]
+    assert removed == []
+    assert "\n".join(added) + "\n" in fix.GUARDED
+    assert "has_awaiting_tool_calls" in "\n".join(added)
+    assert "released = True" not in "\n".join(added), "the parked exit must not skip abandon_inbox_consumer"
+
+
+def test_on_the_installed_release_it_applies_and_removes_or_refuses():
+    from agentscope.app._service._chat import ChatService
+
+    if not TARGETED:
+        with pytest.raises(reference_fix.FixRefused, match=agentscope_under_test.version()):
+            reference_fix.apply()
+        return
+    was_applied = reference_fix.is_applied()
+    try:
+        reference_fix.apply()
+        assert "has_awaiting_tool_calls" in ChatService._run_impl.__code__.co_names
+        assert reference_fix.unified_diff().strip() == PATCH.read_text(encoding="utf-8").strip()
+    finally:
+        if not was_applied:
+            reference_fix.remove()
+            assert "has_awaiting_tool_calls" not in ChatService._run_impl.__code__.co_names
