@@ -11,7 +11,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 _COMMON = dict(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    stateful_step_count=16,
+    stateful_step_count=10,
 )
 
 
@@ -26,7 +26,7 @@ def register() -> None:
     )
     settings.register_profile(
         "ci",
-        max_examples=80,
+        max_examples=50,
         derandomize=True,
         database=None,
         print_blob=True,

@@ -47,3 +47,29 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"hitl-harness: reference fix {fix}; hypothesis profile "
         f"{settings._current_profile}",  # pylint: disable=protected-access
     ]
+
+
+_VERDICTS: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Remember each property's outcome for the verdict table."""
+    if "test_invariant_holds[" not in report.nodeid:
+        return
+    code = report.nodeid.split("[", 1)[1].rstrip("]")
+    if report.when == "call" or report.outcome != "passed":
+        _VERDICTS[code] = {"passed": "holds", "failed": "VIOLATED"}.get(
+            report.outcome,
+            report.outcome,
+        )
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """One line per property: holds / VIOLATED."""
+    if not _VERDICTS:
+        return
+    terminalreporter.section(
+        f"verdicts for {agentscope_under_test.describe()}",
+    )
+    for code in sorted(_VERDICTS):
+        terminalreporter.line(f"  {_VERDICTS[code]:<9} {code}")

@@ -9,16 +9,14 @@ verdict is asserted: nothing here is skipped or expected to fail.
 """
 from __future__ import annotations
 
-import re
-
 import pytest
 from hypothesis import settings
-from hypothesis.reporting import with_reporter
 from hypothesis.stateful import run_state_machine_as_test
 
 import reference_fix
 from harness import agentscope_under_test
 from harness.controlled_world import LEADER, SOLO, WORKER
+from harness.story import program_lines, story_steps
 from properties.invariants import InvariantViolated
 from properties.machine import machine_enforcing
 
@@ -33,9 +31,6 @@ SCENARIOS = {
     ),
 }
 
-STORY_STEP = re.compile(r"^state\.(\w+)\(", re.MULTILINE)
-
-
 def has_the_bug() -> bool:
     """Whether the agentscope under test should show the bug."""
     return (
@@ -44,40 +39,41 @@ def has_the_bug() -> bool:
     )
 
 
-def play(scenario: str) -> tuple[InvariantViolated | None, str]:
-    """Run one scenario's I1 property; the violation (if any) and what
-    Hypothesis reported (the shrunk program)."""
+def play(scenario: str) -> InvariantViolated | None:
+    """Run one scenario's I1 property; the violation, if any, carries
+    Hypothesis' shrunk program in its notes."""
     machine = machine_enforcing("I1", **SCENARIOS[scenario])
-    report: list[str] = []
     try:
-        with with_reporter(report.append):
-            run_state_machine_as_test(
-                machine,
-                settings=settings(settings.get_profile("ci"), max_examples=150),
-            )
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                settings.get_profile("ci"),
+                max_examples=100,
+                stateful_step_count=8,
+            ),
+        )
     except InvariantViolated as violation:
-        return violation, "\n".join(report)
-    return None, "\n".join(report)
+        return violation
+    return None
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_the_parked_inbox_bug_is_found_exactly_where_it_exists(scenario: str) -> None:
-    violation, report = play(scenario)
+    violation = play(scenario)
     if not has_the_bug():
         assert violation is None, (
-            f"{agentscope_under_test.describe()} should hold I1 in {scenario}:\n{report}"
+            f"{agentscope_under_test.describe()} should hold I1 in {scenario}:\n"
+            + "\n".join(program_lines(violation))
         )
         return
     assert violation is not None, f"the bug in {agentscope_under_test.describe()} was not found"
     assert violation.code == "I1"
-    steps = STORY_STEP.findall(report)
-    steps = [s for s in steps if s != "teardown"]
-    assert len(steps) <= 6, f"story too long ({len(steps)} steps):\n{report}"
-    assert "payload_arrives" in steps, report
+    story = "\n".join(program_lines(violation))
+    steps = [rule for rule, _ in story_steps(violation)]
+    assert 0 < len(steps) <= 6, f"story too long ({len(steps)} steps):\n{story}"
     parks = "leader_invites_worker" if WORKER in SCENARIOS[scenario]["cast"] else "user_sends_message"
-    assert parks in steps, report
-    assert steps.index(parks) < steps.index("payload_arrives"), report
-    tool = SCENARIOS[scenario]["turns"][0]
-    assert tool in report, report
+    assert steps[0] == parks, story
+    assert "payload_arrives" in steps, story
+    assert SCENARIOS[scenario]["turns"][0] in story, story
     if scenario.startswith("solo"):
-        assert "source='channel'" in report and "to='solo'" in report, report
+        assert "source='channel'" in story and "to='solo'" in story, story
