@@ -54,14 +54,6 @@ class Ledger:
     def decide(self, alias: str, tool_call_id: str) -> None:
         self.decisions.setdefault(alias, []).append(tool_call_id)
 
-    def snapshot(self) -> "Ledger":
-        """A copy that later changes to this ledger do not reach."""
-        return Ledger(
-            faults=set(self.faults),
-            delivered={k: list(v) for k, v in self.delivered.items()},
-            decisions={k: list(v) for k, v in self.decisions.items()},
-        )
-
 
 def no_error_reply_without_fault(obs: Observation, ledger: Ledger) -> None:
     """I1: a reply ends with ERROR only when a rule injected a fault.
@@ -126,32 +118,30 @@ def no_dangling_inbox_consumer(obs: Observation, ledger: Ledger) -> None:
 def parked_stays_parked(
     before: Observation | None,
     obs: Observation,
-    ledger_before: Ledger | None,
     ledger: Ledger,
 ) -> None:
     """I4: a parked session stays parked until its decision is applied.
 
     Compares two quiescent observations: a session seen parked (and idle)
-    earlier must still be parked now unless the user decided since."""
-    if before is None or ledger_before is None:
+    earlier may only be unparked now if the user answered one of the calls
+    it was parked on (a confirmation, a denial or an external result)."""
+    if before is None:
         return
     for alias, then in before.sessions.items():
         now = obs.sessions.get(alias)
         if now is None or then.run_alive or now.run_alive:
             continue
-        decided = len(ledger.decisions.get(alias, [])) > len(
-            ledger_before.decisions.get(alias, []),
-        )
-        if then.parked_status != "idle" and not decided:
-            if now.parked_status != then.parked_status:
-                raise InvariantViolated(
-                    "I4",
-                    "parked status is preserved",
-                    f"{alias} stays {then.parked_status} until the user "
-                    "decides",
-                    f"{alias} became {now.parked_status} with no decision "
-                    "sent",
-                )
+        if then.parked_status == "idle" or now.parked_status == then.parked_status:
+            continue
+        answered = set(ledger.decisions.get(alias, [])) & set(then.awaiting_call_ids)
+        if not answered:
+            raise InvariantViolated(
+                "I4",
+                "parked status is preserved",
+                f"{alias} stays {then.parked_status} until the user answers "
+                f"{then.awaiting_call_ids}",
+                f"{alias} became {now.parked_status} with none of them answered",
+            )
 
 
 def payloads_delivered_once_in_order(

@@ -131,7 +131,7 @@ class HitlMachine(RuleBasedStateMachine):
         self.w = ControlledWorld()
         self.ledger = Ledger()
         self._markers = itertools.count(1)
-        self._previous: tuple[Observation, Ledger] | None = None
+        self._previous: Observation | None = None
         self.sessions: dict[str, str] = {}
         self.agents: dict[str, str] = {}
         self.w.setup(self._cast())
@@ -365,12 +365,9 @@ class HitlMachine(RuleBasedStateMachine):
     def _check(self, obs: Observation) -> None:
         for check in STEP_INVARIANTS:
             self._enforce(lambda c=check: c(obs, self.ledger))
-        if self._previous is not None:
-            before, ledger_before = self._previous
-            self._enforce(
-                lambda: parked_stays_parked(before, obs, ledger_before, self.ledger),
-            )
-        self._previous = (obs, self.ledger.snapshot())
+        before = self._previous
+        self._enforce(lambda: parked_stays_parked(before, obs, self.ledger))
+        self._previous = obs
 
     def _enforce(self, check) -> None:
         try:

@@ -95,20 +95,20 @@ def test_I3_fires_on_a_registration_left_behind_by_a_finished_run(machine):
 # ── I4 ────────────────────────────────────────────────────────────────
 
 
-def _parked(status: str, decided: int = 0) -> tuple[Observation, Ledger]:
-    view = SessionView("worker", "w", parked_status=status)
-    ledger = Ledger(decisions={"worker": ["c"] * decided} if decided else {})
-    return Observation({"worker": view}), ledger
+def _seen(status: str, awaiting=("call-1",)) -> Observation:
+    view = SessionView("worker", "w", parked_status=status, awaiting_call_ids=list(awaiting))
+    return Observation({"worker": view})
 
 
-def test_I4_fires_when_a_parked_session_unparks_without_a_decision():
-    before, ledger_before = _parked("awaiting_permission")
-    after, ledger_after = _parked("idle")
-    _fires("I4", inv.parked_stays_parked, before, after, ledger_before, ledger_after)
-    still, _ = _parked("awaiting_permission")
-    inv.parked_stays_parked(before, still, ledger_before, ledger_after)
-    decided_after, decided_ledger = _parked("idle", decided=1)
-    inv.parked_stays_parked(before, decided_after, ledger_before, decided_ledger)
+def test_I4_fires_when_a_parked_session_unparks_without_an_answer():
+    before = _seen("awaiting_permission")
+    unanswered = Ledger()
+    _fires("I4", inv.parked_stays_parked, before, _seen("idle", ()), unanswered)
+    other_call = Ledger(decisions={"worker": ["call-2"]})
+    _fires("I4", inv.parked_stays_parked, before, _seen("idle", ()), other_call)
+    inv.parked_stays_parked(before, _seen("awaiting_permission"), unanswered)
+    answered = Ledger(decisions={"worker": ["call-1"]})
+    inv.parked_stays_parked(before, _seen("idle", ()), answered)
 
 
 # ── I5 ────────────────────────────────────────────────────────────────
