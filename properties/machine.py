@@ -125,6 +125,8 @@ class HitlMachine(RuleBasedStateMachine):
     cast: tuple[str, ...] = (LEADER, WORKER, SOLO)
     #: Where inbox payloads may come from (subclasses narrow it).
     sources: tuple[str, ...] = SOURCES
+    #: Sessions the user talks to directly (workers hear from the leader).
+    messaged: tuple[str, ...] = (LEADER, SOLO)
 
     def __init__(self) -> None:
         super().__init__()
@@ -206,7 +208,8 @@ class HitlMachine(RuleBasedStateMachine):
     @_then_check
     def user_sends_message(self, session: str, model_turn: str) -> None:
         """A user message through the chat endpoint, which spawns a run
-        directly (or answers 409 while one is in flight)."""
+        directly (or answers 409 while one is in flight). The run takes its
+        turn (the model does ``model_turn``) and stops at its turn tail."""
         self.w.world.script(session).add(*_turns(session, model_turn))
         with self._new_runs_take_their_turn():
             self._user_posts(session, UserMsg(name="user", content="please help"))
@@ -303,8 +306,8 @@ class HitlMachine(RuleBasedStateMachine):
     @rule(session=_session_where("_has_run"))
     @_then_check
     def run_reaches_turn_tail(self, session: str) -> None:
-        """The session's run goes on until its turn ends and it is about
-        to check its inbox (the turn tail), and stops there."""
+        """The session's run goes on until its next turn ends and it is
+        about to check its inbox (the turn tail), and stops there."""
         run = self._run(session)
         if run is not None:
             self.w.step(run)
@@ -323,8 +326,9 @@ class HitlMachine(RuleBasedStateMachine):
     @rule()
     @_then_check
     def dispatcher_processes_queue(self) -> None:
-        """The wake-up dispatcher drains its trigger queue: it spawns runs,
-        drops wake-ups of parked sessions, re-queues for busy ones."""
+        """The wake-up dispatcher drains its trigger queue: it spawns runs
+        (each takes its turn and stops at its turn tail), drops wake-ups of
+        parked sessions, re-queues triggers of busy ones after a backoff."""
         dispatcher = self.w.dispatcher()
         if dispatcher is not None:
             with self._new_runs_take_their_turn():
@@ -467,7 +471,7 @@ class HitlMachine(RuleBasedStateMachine):
         return self._run(session) is not None
 
     def _takes_messages(self, session: str) -> bool:
-        return session in (LEADER, SOLO) and not self._awaiting(session)
+        return session in self.messaged and not self._awaiting(session)
 
     def _exists(self, session: str) -> bool:
         return session in self.sessions

@@ -22,8 +22,16 @@ from properties.machine import machine_enforcing
 
 #: Three shapes of the same bug, each with the rules it needs.
 SCENARIOS = {
-    "team-worker-asking": dict(turns=("calls GatedAction",), cast=(LEADER, WORKER)),
-    "team-worker-submitted": dict(turns=("calls ExternalJob",), cast=(LEADER, WORKER)),
+    "team-worker-asking": dict(
+        turns=("calls GatedAction",),
+        cast=(LEADER, WORKER),
+        messaged=(),
+    ),
+    "team-worker-submitted": dict(
+        turns=("calls ExternalJob",),
+        cast=(LEADER, WORKER),
+        messaged=(),
+    ),
     "solo-session-channel": dict(
         turns=("calls GatedAction",),
         cast=(SOLO,),
@@ -74,6 +82,8 @@ def test_the_parked_inbox_bug_is_found_exactly_where_it_exists(scenario: str) ->
     parks = "leader_invites_worker" if WORKER in SCENARIOS[scenario]["cast"] else "user_sends_message"
     assert steps[0] == parks, story
     assert "payload_arrives" in steps, story
+    if WORKER in SCENARIOS[scenario]["cast"]:
+        assert "to='worker'" in story, story
     assert SCENARIOS[scenario]["turns"][0] in story, story
     if scenario.startswith("solo"):
         assert "source='channel'" in story and "to='solo'" in story, story
