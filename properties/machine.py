@@ -62,6 +62,9 @@ TURNS = ("calls GatedAction", "calls ExternalJob", "answers")
 #: Where an inbox payload comes from.
 SOURCES = ("team member", "channel", "background task")
 
+#: How many of the last bus operations a failure report shows.
+TRACE_TAIL = 40
+
 #: Virtual seconds that may pass in one step: a dispatcher backoff, an
 #: inbox-lock lease, a session-run lease.
 DURATIONS = (0.1, 31.0, 601.0)
@@ -379,6 +382,11 @@ class HitlMachine(RuleBasedStateMachine):
         except InvariantViolated as violation:
             if violation.code in self.checked:
                 violation.trace = self.w.render_trace()
+                tail = violation.trace.splitlines()[-TRACE_TAIL:]
+                violation.add_note(
+                    f"Bus operations up to the violation (last {len(tail)}, "
+                    "by task):\n" + "\n".join(tail),
+                )
                 raise
 
     def _settled(self) -> bool:
