@@ -80,8 +80,8 @@ def test_the_parked_inbox_bug_is_found_exactly_where_it_exists(scenario: str) ->
     steps = [rule for rule, _ in story_steps(violation)]
     assert 0 < len(steps) <= 6, f"story too long ({len(steps)} steps):\n{story}"
     parks = "leader_invites_worker" if WORKER in SCENARIOS[scenario]["cast"] else "user_sends_message"
-    assert steps[0] == parks, story
-    assert "payload_arrives" in steps, story
+    assert parks in steps and "payload_arrives" in steps, story
+    assert steps.index(parks) < steps.index("payload_arrives"), story
     if WORKER in SCENARIOS[scenario]["cast"]:
         assert "to='worker'" in story, story
     assert SCENARIOS[scenario]["turns"][0] in story, story
