@@ -355,14 +355,6 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         """Keys of every lock that is currently held."""
         return sorted(k for k in self._locks if self.lock_holder(k) is not None)
 
-    def lease_deadlines(self) -> list[float]:
-        """When the leases of dead holders run out, for settling time."""
-        return sorted(
-            lease.expires_at
-            for lease in self._locks.values()
-            if lease.owner is None or lease.owner.done()
-        )
-
 
 def _id_order(entry_id: str) -> tuple[int, int]:
     """Order stream ids numerically, as Redis does."""

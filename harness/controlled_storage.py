@@ -28,11 +28,6 @@ class SerialStorage:
         #: Bumped by every call that may write, so readers can cache.
         self.writes = 0
 
-    @property
-    def inner(self) -> Any:
-        """The real storage, for harness-side reads at quiescence."""
-        return self._inner
-
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
         if not inspect.iscoroutinefunction(attr):

@@ -161,15 +161,6 @@ class Scheduler:
         """Live tasks stopped at a switch point, oldest first."""
         return [r for r in self.tasks() if r.parked]
 
-    def find(self, label: str) -> ControlledTask | None:
-        """The controlled task with this label, alive or not."""
-        self._label_new_tasks()
-        return next((r for r in self._order if r.label == label), None)
-
-    def records_for(self, predicate: Callable[[str], bool]) -> list[ControlledTask]:
-        """Live tasks whose label satisfies ``predicate``."""
-        return [r for r in self.tasks() if predicate(r.label or "")]
-
     # ── switch points ─────────────────────────────────────────────────
 
     async def switch_point(self, op: Op) -> None:
@@ -252,30 +243,6 @@ class Scheduler:
         record.gate.set_result(None)
         self.releases += 1
         self.quiesce()
-
-    def advance_until(
-        self,
-        record: ControlledTask,
-        stop: Callable[[ControlledTask], bool],
-        limit: int = SETTLE_STEP_LIMIT,
-    ) -> bool:
-        """Release ``record`` repeatedly until ``stop(record)`` holds.
-
-        Returns whether ``stop`` held; ``False`` when the task ended or got
-        blocked on something another task must release first.
-        """
-        for _ in range(limit):
-            if stop(record):
-                return True
-            if not record.parked:
-                return False
-            self.advance(record)
-        raise WorldDidNotSettle(f"{record!r} kept running for {limit} steps")
-
-    def run_to_completion(self, record: ControlledTask) -> bool:
-        """Release ``record`` until it ends; ``False`` if it got blocked."""
-        self.advance_until(record, lambda r: r.done)
-        return record.done
 
     def settle(self, limit: int = SETTLE_STEP_LIMIT) -> None:
         """Let everything finish: release parked tasks oldest first and

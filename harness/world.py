@@ -4,7 +4,7 @@ The pieces are agentscope's own, wired the way its FastAPI lifespan wires
 them. They come in two lifetimes:
 
 - a :class:`Stage` lives as long as the process: SQL storage on a sqlite
-  file, the local workspace manager, the access service, the user, the
+  file, the local workspace manager, the user, the
   scripted-model credential and the agents with their warmed workspaces
   (creating a schema and warming a workspace cost far more than a story);
 - a :class:`World` lives for one story: a fresh bus, the background-task
@@ -173,7 +173,6 @@ class Stage:
     basedir: Path
     storage: AsyncSQLAlchemyStorage
     workspace_manager: LocalWorkspaceManager
-    access: ResourceAccessService
     user_id: str
     credential_id: str
     members: dict[str, Member] = field(default_factory=dict)
@@ -242,7 +241,6 @@ async def open_stage(basedir: str | Path, storage_url: str | None = None) -> Sta
             basedir=basedir,
             storage=storage,
             workspace_manager=workspace_manager,
-            access=ResourceAccessService(storage, DenyAllResourceAccessPolicy()),
             user_id=user_id,
             credential_id=credential_id,
             _stack=stack,
