@@ -233,10 +233,10 @@ class HitlMachine(RuleBasedStateMachine):
         """The user answers a confirmation card. A worker's card is shown
         in the leader's session too; posted there, the endpoint routes the
         answer on to the worker."""
-        ask = self._open_request(session, "REQUIRE_USER_CONFIRM")
-        if ask is None:
+        answered = self._answer(session, "REQUIRE_USER_CONFIRM")
+        if answered is None:
             return
-        calls = [ToolCallBlock.model_validate(c) for c in ask["tool_calls"]]
+        ask, calls = answered
         answer = UserConfirmResultEvent(
             reply_id=ask["reply_id"],
             confirm_results=[
@@ -244,8 +244,6 @@ class HitlMachine(RuleBasedStateMachine):
                 for call in calls
             ],
         )
-        for call in calls:
-            self.ledger.decide(session, call.id)
         post_to = LEADER if posted_to_leader and session == WORKER else session
         self._user_posts(post_to, answer)
 
@@ -254,10 +252,10 @@ class HitlMachine(RuleBasedStateMachine):
     @_then_check
     def external_result_arrives(self, session: str) -> None:
         """The external system posts the result of a submitted job."""
-        ask = self._open_request(session, "REQUIRE_EXTERNAL_EXECUTION")
-        if ask is None:
+        answered = self._answer(session, "REQUIRE_EXTERNAL_EXECUTION")
+        if answered is None:
             return
-        calls = [ToolCallBlock.model_validate(c) for c in ask["tool_calls"]]
+        ask, calls = answered
         result = ExternalExecutionResultEvent(
             reply_id=ask["reply_id"],
             execution_results=[
@@ -270,8 +268,6 @@ class HitlMachine(RuleBasedStateMachine):
                 for call in calls
             ],
         )
-        for call in calls:
-            self.ledger.decide(session, call.id)
         self._user_posts(session, result)
 
     # ── producers ─────────────────────────────────────────────────────
@@ -451,6 +447,21 @@ class HitlMachine(RuleBasedStateMachine):
         except HTTPException as refused:
             if refused.status_code != 409:
                 raise
+
+    def _answer(
+        self,
+        session: str,
+        kind: str,
+    ) -> tuple[dict, list[ToolCallBlock]] | None:
+        """The open request of ``kind`` and its calls, recorded as answered
+        in the ledger (the caller posts the answer)."""
+        ask = self._open_request(session, kind)
+        if ask is None:
+            return None
+        calls = [ToolCallBlock.model_validate(c) for c in ask["tool_calls"]]
+        for call in calls:
+            self.ledger.decide(session, call.id)
+        return ask, calls
 
     def _open_request(self, session: str, kind: str) -> dict | None:
         """The newest request of ``kind`` whose calls nobody answered."""

@@ -154,20 +154,20 @@ def test_I7_fires_when_a_confirmed_call_never_completes():
     _fires("I7", inv.decided_calls_complete, Observation({"solo": stuck}, settled=True), ledger)
     no_result = SessionView("solo", "s")
     _fires("I7", inv.decided_calls_complete, Observation({"solo": no_result}, settled=True), ledger)
-    errored = SessionView(
+    _fires("I7", inv.decided_calls_complete, _resolved_and_ended("error"), ledger)
+    inv.decided_calls_complete(_resolved_and_ended("completed"), ledger)
+
+
+def _resolved_and_ended(finished_reason: str) -> Observation:
+    """A settled solo session whose decided call has its result and whose
+    reply ended with ``finished_reason``."""
+    view = SessionView(
         "solo",
         "s",
         resolved_call_ids=["call-1"],
-        events=[{"type": "REPLY_END", "finished_reason": "error"}],
+        events=[{"type": "REPLY_END", "finished_reason": finished_reason}],
     )
-    _fires("I7", inv.decided_calls_complete, Observation({"solo": errored}, settled=True), ledger)
-    done = SessionView(
-        "solo",
-        "s",
-        resolved_call_ids=["call-1"],
-        events=[{"type": "REPLY_END", "finished_reason": "completed"}],
-    )
-    inv.decided_calls_complete(Observation({"solo": done}, settled=True), ledger)
+    return Observation({"solo": view}, settled=True)
 
 
 def test_every_invariant_has_a_firing_test():
