@@ -9,7 +9,7 @@ def describe() -> str:
     """``agentscope <version> at <path>``, for headers and reports."""
     import agentscope  # pylint: disable=import-outside-toplevel
 
-    return f"agentscope {agentscope.__version__} at {Path(agentscope.__file__).parent}"
+    return f"agentscope {agentscope.__version__} at {path()}"
 
 
 def version() -> str:
@@ -17,3 +17,10 @@ def version() -> str:
     import agentscope  # pylint: disable=import-outside-toplevel
 
     return agentscope.__version__
+
+
+def path() -> str:
+    """The folder ``import agentscope`` resolved to."""
+    import agentscope  # pylint: disable=import-outside-toplevel
+
+    return str(Path(agentscope.__file__).parent)

@@ -8,15 +8,21 @@ import os
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+#: Every phase but ``explain``: its extra replays of a failing example cost
+#: minutes with a world this size, and the counterexample folder already
+#: tells the story.
+_PHASES = [p for p in Phase if p is not Phase.explain]
+
 _COMMON = dict(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     stateful_step_count=10,
+    phases=_PHASES,
 )
 
 
 def register() -> None:
-    """Register the three profiles and load ``ci`` when ``CI`` is set."""
+    """Register the three profiles (:func:`load_default` picks one)."""
     settings.register_profile(
         "dev",
         max_examples=60,
@@ -36,8 +42,11 @@ def register() -> None:
         "thorough",
         max_examples=1500,
         database=DirectoryBasedExampleDatabase(".hypothesis/examples"),
-        phases=list(Phase),
         print_blob=True,
         **{**_COMMON, "stateful_step_count": 30},
     )
+
+
+def load_default() -> None:
+    """``ci`` when ``CI`` is set, else ``dev``."""
     settings.load_profile("ci" if os.environ.get("CI") else "dev")

@@ -1,13 +1,22 @@
-"""The harness as a pytest plugin.
+"""The harness as a pytest plugin (loaded through the ``pytest11`` entry
+point wherever the package is installed, and by the project's conftest).
 
 - registers the Hypothesis profiles (:mod:`harness.profiles`);
 - ``--reference-fix`` applies :mod:`reference_fix` before any test runs,
   and stops the session with a clear message on a release it does not
   target;
 - the header names the agentscope under test (version and path), whether
-  the fix is on, and the Hypothesis profile.
+  the fix is on, and the Hypothesis profile;
+- every failing test whose exception carries a story writes a
+  counterexample folder (``--counterexamples DIR``);
+- the summary ends with one verdict per property, also written as JSON
+  with ``--verdicts-json FILE`` (what ``hitl-harness gate`` reads).
 """
 from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -15,20 +24,61 @@ from hypothesis import settings
 from . import agentscope_under_test, profiles
 from .quiet import silence_agentscope
 
+#: Warnings agentscope itself raises that say nothing about the harness.
+_AGENTSCOPE_WARNINGS = (
+    # agentscope < 2.0.10 leaves a refused run's coroutine unclosed
+    "ignore:coroutine 'ChatService.run' was never awaited:RuntimeWarning",
+    "ignore::DeprecationWarning:agentscope.*",
+)
+
+#: How verdict lines start, for a program reading the output as it comes.
+VERDICT_LINE = "hitl-verdict"
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
+    group = parser.getgroup("hitl-harness")
+    group.addoption(
         "--reference-fix",
         action="store_true",
         default=False,
         help="apply the project's reference fix for the parked-inbox bug "
         "(agentscope 2.0.7/2.0.8 only) before running",
     )
+    group.addoption(
+        "--counterexamples",
+        metavar="DIR",
+        default=os.environ.get("HITL_COUNTEREXAMPLES", "counterexamples"),
+        help="where failing stories are written as counterexample folders "
+        "(default: ./counterexamples, or $HITL_COUNTEREXAMPLES)",
+    )
+    group.addoption(
+        "--verdicts-json",
+        metavar="FILE",
+        default=None,
+        help="also write each property's verdict (and counterexample) as JSON",
+    )
+    group.addoption(
+        "--verdict-lines",
+        action="store_true",
+        default=False,
+        help=f"print a '{VERDICT_LINE} <property> <verdict>' line as each "
+        "property finishes",
+    )
+
+
+# Registered on import, so that ``--hypothesis-profile`` (loaded by
+# Hypothesis' own plugin) can name them whichever plugin configures first.
+profiles.register()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    profiles.register()
+    if not config.getoption("hypothesis_profile", None):
+        profiles.load_default()
     silence_agentscope()
+    if config.getoption("--verdict-lines"):
+        _SAY_VERDICTS.append(True)
+    for line in _AGENTSCOPE_WARNINGS:
+        config.addinivalue_line("filterwarnings", line)
     if config.getoption("--reference-fix"):
         import reference_fix  # pylint: disable=import-outside-toplevel
 
@@ -49,27 +99,96 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
-_VERDICTS: dict[str, str] = {}
+# ── counterexamples ───────────────────────────────────────────────────
+
+
+def _stories_in(error: BaseException | None):
+    """Every counterexample attached to ``error`` or its group members."""
+    if error is None:
+        return
+    story = getattr(error, "counterexample", None)
+    if story is not None:
+        yield story
+    for member in getattr(error, "exceptions", ()):
+        yield from _stories_in(member)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Write the counterexample folder of a failing story, and name it in
+    the report (``user_properties`` travel from xdist workers too)."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is None or report.when != "call":
+        return
+    parent = Path(item.config.getoption("--counterexamples"))
+    for story in _stories_in(call.excinfo.value):
+        folder = story.write(parent)
+        report.user_properties.append(("counterexample", str(folder)))
+        report.sections.append(
+            ("hitl-harness counterexample", f"written to {folder}/ (report.md, test_repro.py)"),
+        )
+
+
+# ── verdicts ──────────────────────────────────────────────────────────
+
+_VERDICTS: dict[str, dict] = {}
+_SAY_VERDICTS: list[bool] = []
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Remember each property's outcome for the verdict table."""
     if "test_invariant_holds[" not in report.nodeid:
         return
-    code = report.nodeid.split("[", 1)[1].rstrip("]")
+    test_id = report.nodeid.split("[", 1)[1].rstrip("]")
+    code, _, title = test_id.partition("-")
     if report.when == "call" or report.outcome != "passed":
-        _VERDICTS[code] = {"passed": "holds", "failed": "VIOLATED"}.get(
+        verdict = {"passed": "holds", "failed": "VIOLATED"}.get(
             report.outcome,
             report.outcome,
         )
+        if report.outcome == "failed" and report.when != "call":
+            verdict = "error"
+        folders = [v for k, v in report.user_properties if k == "counterexample"]
+        _VERDICTS[code] = {
+            "title": title,
+            "verdict": verdict,
+            "counterexample": folders[0] if folders else None,
+        }
+        if _SAY_VERDICTS:
+            where = f" {folders[0]}" if folders else ""
+            print(f"\n{VERDICT_LINE} {code} {verdict}{where}", flush=True)
 
 
-def pytest_terminal_summary(terminalreporter) -> None:
-    """One line per property: holds / VIOLATED."""
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """One line per property: holds / VIOLATED (and where its
+    counterexample is); the same as JSON with ``--verdicts-json``."""
+    import reference_fix  # pylint: disable=import-outside-toplevel
+
     if not _VERDICTS:
         return
     terminalreporter.section(
         f"verdicts for {agentscope_under_test.describe()}",
     )
     for code in sorted(_VERDICTS):
-        terminalreporter.line(f"  {_VERDICTS[code]:<9} {code}")
+        entry = _VERDICTS[code]
+        where = f"  -> {entry['counterexample']}" if entry["counterexample"] else ""
+        terminalreporter.line(
+            f"  {entry['verdict']:<9} {code} {entry['title']}{where}",
+        )
+    target = config.getoption("--verdicts-json")
+    if target:
+        Path(target).write_text(
+            json.dumps(
+                {
+                    "agentscope_version": agentscope_under_test.version(),
+                    "agentscope_path": agentscope_under_test.path(),
+                    "reference_fix": reference_fix.is_applied(),
+                    "verdicts": _VERDICTS,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n",
+            encoding="utf-8",
+        )

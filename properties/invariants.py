@@ -227,6 +227,15 @@ STEP_INVARIANTS = (
 )
 
 
+def invariant_statement(code: str) -> str:
+    """The invariant ``code`` in plain words: its function's docstring."""
+    for check in (*STEP_INVARIANTS, parked_stays_parked):
+        doc = " ".join((check.__doc__ or "").split())
+        if doc.startswith(f"{code}:"):
+            return doc[len(code) + 1 :].strip()
+    return INVARIANT_TITLES.get(code, code)
+
+
 def _is_error_end(event: dict) -> bool:
     return (
         event.get("type") == "REPLY_END"
@@ -248,5 +257,6 @@ __all__ = [
     "Ledger",
     "SessionView",
     "STEP_INVARIANTS",
+    "invariant_statement",
     "parked_stays_parked",
 ]

@@ -45,13 +45,17 @@ from agentscope.message import (
 from fastapi import HTTPException
 
 from fakes.model import CallTool, Text
+from harness import agentscope_under_test
+from harness.controlled_bus import describe_payload
 from harness.controlled_world import LEADER, SOLO, WORKER, ControlledWorld
 from harness.observation import Observation
 
+from .counterexample import Counterexample, Step
 from .invariants import (
     STEP_INVARIANTS,
     InvariantViolated,
     Ledger,
+    invariant_statement,
     parked_stays_parked,
 )
 
@@ -94,17 +98,33 @@ def _session_where(predicate_name: str):
     return st.runner().flatmap(options)
 
 
-def _then_check(step):
-    """Run the invariants after a rule, inside it: the shrunk program then
-    lists only the story's steps (Hypothesis prints every ``@invariant``
-    call of the final run)."""
+def _movable_task():
+    """The label of a task that can move now, chosen when the step runs."""
+
+    def options(machine) -> st.SearchStrategy:
+        labels = sorted(a.label for a in machine.w.movable_actors())
+        return st.sampled_from(labels) if labels else st.nothing()
+
+    return st.runner().flatmap(options)
+
+
+def _story_step(step):
+    """Record the step, run it, then check the invariants inside it (the
+    shrunk program then lists only the story's steps: Hypothesis prints
+    every ``@invariant`` call of the final run). A failure carries the
+    story that led to it (see :mod:`properties.counterexample`)."""
 
     @functools.wraps(step)
-    def checked(self, *args, **kwargs):
-        step(self, *args, **kwargs)
-        self.check_now()
+    def played(self, **arguments):
+        self.steps.append(Step(step.__name__, arguments))
+        try:
+            step(self, **arguments)
+            self.check_now()
+        except Exception as failure:
+            self._attach_counterexample(failure)
+            raise
 
-    return checked
+    return played
 
 
 def _turns(alias: str, turn: str) -> list:
@@ -139,6 +159,9 @@ class HitlMachine(RuleBasedStateMachine):
         self._previous: Observation | None = None
         self.sessions: dict[str, str] = {}
         self.agents: dict[str, str] = {}
+        #: The story so far, as it would be replayed.
+        self.steps: list[Step] = []
+        self._failed = False
         self.w.setup(self._cast())
         self.w.start()
 
@@ -165,11 +188,74 @@ class HitlMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
-            if self.checked & self.END_STATE:
-                self.w.settle()
-                self._check(self.w.observe(settled=True))
+            if self.checked & self.END_STATE and not self._failed:
+                self.steps.append(Step("teardown"))
+                try:
+                    self.w.settle()
+                    self._check(self.w.observe(settled=True))
+                except Exception as failure:
+                    self._attach_counterexample(failure)
+                    raise
         finally:
             self.w.close()
+
+    @classmethod
+    def configuration(cls) -> dict:
+        """What makes this machine class itself: enough to rebuild it."""
+        return {
+            "enforcing": sorted(cls.checked),
+            "cast": list(cls.cast),
+            "turns": list(cls.turns),
+            "sources": list(cls.sources),
+            "messaged": list(cls.messaged),
+        }
+
+    def _attach_counterexample(self, failure: Exception) -> None:
+        """Give ``failure`` the story that led to it (once: the innermost
+        step that failed wrote it)."""
+        self._failed = True
+        if getattr(failure, "counterexample", None) is not None:
+            return
+        import reference_fix  # pylint: disable=import-outside-toplevel
+
+        violated = isinstance(failure, InvariantViolated)
+        code = failure.code if violated else "crash"
+        failure.counterexample = Counterexample(
+            code=code,
+            title=failure.title if violated else f"a step raised {type(failure).__name__}",
+            statement=invariant_statement(code) if violated else (
+                "every step of the story runs without an unexpected exception"
+            ),
+            failure=failure.args[0] if violated and failure.args else repr(failure),
+            steps=list(self.steps),
+            machine=self.configuration(),
+            trace=self.w.render_trace(),
+            events=self._published_events(),
+            agentscope_version=agentscope_under_test.version(),
+            agentscope_path=agentscope_under_test.path(),
+            reference_fix=reference_fix.is_applied(),
+            error_type=type(failure).__name__,
+        )
+
+    def _published_events(self) -> dict[str, list[str]]:
+        """Each session's published event kinds, repeats folded."""
+        published = {}
+        for alias in self.cast:
+            if alias not in self.sessions:
+                continue
+            kinds: list[str] = []
+            counts: list[int] = []
+            for event in self.w.observe_session(alias).events:
+                kind = describe_payload(event)
+                if kinds and kinds[-1] == kind:
+                    counts[-1] += 1
+                else:
+                    kinds.append(kind)
+                    counts.append(1)
+            published[alias] = [
+                k if n == 1 else f"{k} ×{n}" for k, n in zip(kinds, counts)
+            ]
+        return published
 
     # ── the team ──────────────────────────────────────────────────────
 
@@ -179,7 +265,7 @@ class HitlMachine(RuleBasedStateMachine):
         and not self._awaiting(LEADER),
     )
     @rule(worker_first_turn=_chosen("turns"))
-    @_then_check
+    @_story_step
     def leader_invites_worker(self, worker_first_turn: str) -> None:
         """The user asks the leader for help; the leader's model calls
         ``AgentInvite``, which mints the worker's session and delivers the
@@ -208,7 +294,7 @@ class HitlMachine(RuleBasedStateMachine):
         session=_session_where("_takes_messages"),
         model_turn=_chosen("turns"),
     )
-    @_then_check
+    @_story_step
     def user_sends_message(self, session: str, model_turn: str) -> None:
         """A user message through the chat endpoint, which spawns a run
         directly (or answers 409 while one is in flight). The run takes its
@@ -223,7 +309,7 @@ class HitlMachine(RuleBasedStateMachine):
         decision=st.sampled_from(("confirms", "denies")),
         posted_to_leader=st.booleans(),
     )
-    @_then_check
+    @_story_step
     def user_answers_confirmation(
         self,
         session: str,
@@ -249,7 +335,7 @@ class HitlMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._any_open("REQUIRE_EXTERNAL_EXECUTION"))
     @rule(session=_session_where("_awaits_result"))
-    @_then_check
+    @_story_step
     def external_result_arrives(self, session: str) -> None:
         """The external system posts the result of a submitted job."""
         answered = self._answer(session, "REQUIRE_EXTERNAL_EXECUTION")
@@ -276,7 +362,7 @@ class HitlMachine(RuleBasedStateMachine):
         source=_chosen("sources"),
         to=_session_where("_exists"),
     )
-    @_then_check
+    @_story_step
     def payload_arrives(self, source: str, to: str) -> None:
         """A team message, a channel message or a background-task result
         lands in a session's inbox through ``deliver_to_inbox``."""
@@ -303,7 +389,7 @@ class HitlMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._any_run())
     @rule(session=_session_where("_has_run"))
-    @_then_check
+    @_story_step
     def run_reaches_turn_tail(self, session: str) -> None:
         """The session's run goes on until its next turn ends and it is
         about to check its inbox (the turn tail), and stops there."""
@@ -314,7 +400,7 @@ class HitlMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._any_run())
     @rule(session=_session_where("_has_run"))
-    @_then_check
+    @_story_step
     def run_continues(self, session: str) -> None:
         """The session's run goes on until it ends or must wait."""
         run = self._run(session)
@@ -323,7 +409,7 @@ class HitlMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._dispatcher_has_work())
     @rule()
-    @_then_check
+    @_story_step
     def dispatcher_processes_queue(self) -> None:
         """The wake-up dispatcher drains its trigger queue: it spawns runs
         (each takes its turn and stops at its turn tail), drops wake-ups of
@@ -333,28 +419,25 @@ class HitlMachine(RuleBasedStateMachine):
             with self._new_runs_take_their_turn():
                 self.w.finish(dispatcher)
 
-    @precondition(lambda self: bool(self.w.scheduler.parked()))
-    @rule(data=st.data())
-    @_then_check
-    def one_task_takes_a_step(self, data) -> None:
+    @precondition(lambda self: bool(self.w.movable_actors()))
+    @rule(task=_movable_task())
+    @_story_step
+    def one_task_takes_a_step(self, task: str) -> None:
         """The interleaving choice: any task that can move takes one bus
         operation's worth of steps."""
-        movable = self.w.movable_actors()
-        if not movable:
-            return
-        labels = sorted(a.label for a in movable)
-        label = data.draw(st.sampled_from(labels), label="task")
-        self.w.step(next(a for a in movable if a.label == label))
+        actor = next((a for a in self.w.movable_actors() if a.label == task), None)
+        if actor is not None:
+            self.w.step(actor)
 
     @precondition(lambda self: self.w.loop.next_timer_deadline() is not None)
     @rule(seconds=st.sampled_from(DURATIONS))
-    @_then_check
+    @_story_step
     def time_passes(self, seconds: float) -> None:
         """Virtual time passes: backoff retries fire, leases may expire."""
         self.w.scheduler.pass_time(seconds)
 
     @rule()
-    @_then_check
+    @_story_step
     def everything_settles(self) -> None:
         """Every task runs to its end, with time passing as needed."""
         self.w.settle()

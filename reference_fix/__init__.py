@@ -5,21 +5,25 @@ The one place in this project that patches agentscope, and only when asked
 :mod:`reference_fix.parked_continuation`.
 """
 from .parked_continuation import (
+    COVERS,
     FixRefused,
     apply,
     check_target,
     is_applied,
+    refusal,
     remove,
     unified_diff,
     TARGET_RELEASES,
 )
 
 __all__ = [
+    "COVERS",
     "FixRefused",
     "TARGET_RELEASES",
     "apply",
     "check_target",
     "is_applied",
+    "refusal",
     "remove",
     "unified_diff",
 ]

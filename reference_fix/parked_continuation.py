@@ -29,6 +29,10 @@ from pathlib import Path
 #: Releases whose continuation lacks the guard (2.0.9 added its own).
 TARGET_RELEASES = ("2.0.7", "2.0.8")
 
+#: The properties this fix makes hold on those releases (proven by running
+#: the property suite with ``--reference-fix``; see the README).
+COVERS = ("I1", "I2")
+
 UNGUARDED = """\
                     if not await has_pending_inbox_or_release(
                         self._message_bus,
@@ -99,6 +103,15 @@ def _check_installed() -> str:
         )
     except FixRefused as refused:
         raise FixRefused(f"{refused} [{source_file}]") from None
+
+
+def refusal() -> str | None:
+    """Why :func:`apply` would refuse the installed agentscope (or None)."""
+    try:
+        _check_installed()
+    except FixRefused as refused:
+        return str(refused)
+    return None
 
 
 def is_applied() -> bool:

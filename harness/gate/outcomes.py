@@ -1,0 +1,60 @@
+"""What a gate says about each SPEC, and the exit code it ends with.
+
+A property violation and a SPEC the gate could not run are different news,
+so they end with different exit codes. When SPECs end differently, the
+lowest non-zero code wins: a violation is the most important news.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    """The gate's exit codes (documented in the README)."""
+
+    HOLDS = 0  # every property holds on every SPEC
+    VIOLATED = 1  # some property is VIOLATED (a counterexample was written)
+    USAGE = 2  # the command line was wrong
+    NOT_AGENTSCOPE = 3  # a SPEC names no agentscope (no such release, not a wheel/checkout)
+    INSTALL_FAILED = 4  # an environment could not be built
+    CANNOT_DRIVE = 5  # the harness cannot drive this agentscope (a name or signature it missed)
+    RUN_BROKE = 6  # the property run itself broke (see its log)
+
+
+#: What a "could not run" row says before its one-line reason.
+COULD_NOT_RUN = {
+    Exit.NOT_AGENTSCOPE: "no such agentscope",
+    Exit.INSTALL_FAILED: "install failed",
+    Exit.CANNOT_DRIVE: "harness cannot drive it",
+    Exit.RUN_BROKE: "the run broke",
+}
+
+
+@dataclass
+class Row:
+    """One SPEC's line in the table."""
+
+    name: str
+    outcome: Exit = Exit.HOLDS
+    reason: str | None = None
+    version: str | None = None
+    path: str | None = None
+    fix: str = "off"
+    verdicts: dict[str, dict] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def could_not_run(self, outcome: Exit, reason: str) -> Row:
+        self.outcome, self.reason = outcome, reason
+        return self
+
+    def judge(self) -> None:
+        """Set the outcome from the verdicts."""
+        if any(v["verdict"] != "holds" for v in self.verdicts.values()):
+            self.outcome = Exit.VIOLATED
+
+
+def exit_code(rows: list[Row]) -> Exit:
+    """The lowest non-zero outcome among ``rows`` (0 if all hold)."""
+    failing = [r.outcome for r in rows if r.outcome != Exit.HOLDS]
+    return min(failing) if failing else Exit.HOLDS

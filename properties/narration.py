@@ -1,0 +1,73 @@
+"""A story step in words: what a maintainer reads in a counterexample.
+
+Each rule of :class:`~properties.machine.HitlMachine` has one sentence
+here, filled with the step's arguments, so a shrunk program reads as the
+story that broke agentscope ("The user messages worker; worker's model
+calls GatedAction, which waits for the user's confirmation (ASKING)").
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+#: What a model turn does, in words.
+_TURN_WORDS = {
+    "calls GatedAction": "calls GatedAction, which waits for the user's confirmation (ASKING)",
+    "calls ExternalJob": "calls ExternalJob, which waits for an external result (SUBMITTED)",
+    "answers": "answers with text (no tool call)",
+}
+
+
+def _turn(turn: str) -> str:
+    return _TURN_WORDS.get(turn, turn)
+
+
+_SENTENCES: dict[str, Callable[..., str]] = {
+    "leader_invites_worker": lambda worker_first_turn: (
+        "The user asks the leader for help; the leader's model calls AgentInvite, "
+        "which creates the worker's session and delivers the task to its inbox. "
+        f"The worker's model, when it runs, {_turn(worker_first_turn)}."
+    ),
+    "user_sends_message": lambda session, model_turn: (
+        f"The user sends {session} a message through the chat endpoint; "
+        f"{session}'s model {_turn(model_turn)}. The run stops at its turn tail "
+        "(about to check its inbox)."
+    ),
+    "user_answers_confirmation": lambda session, decision, posted_to_leader: (
+        f"The user {decision} {session}'s pending tool call"
+        + (" from the leader's session (agentscope routes it to the worker)" if posted_to_leader and session == "worker" else "")
+        + "."
+    ),
+    "external_result_arrives": lambda session: (
+        f"The external system posts the result of {session}'s submitted job."
+    ),
+    "payload_arrives": lambda source, to: (
+        f"A {source} delivers a message to {to}'s inbox (deliver_to_inbox)."
+    ),
+    "run_reaches_turn_tail": lambda session: (
+        f"{session}'s run goes on to its next turn tail."
+    ),
+    "run_continues": lambda session: (
+        f"{session}'s run goes on until it ends or must wait."
+    ),
+    "dispatcher_processes_queue": lambda: (
+        "The wake-up dispatcher drains its trigger queue (spawned runs take "
+        "their first turn)."
+    ),
+    "one_task_takes_a_step": lambda task: (
+        f"Task `{task}` takes one step (up to its next bus operation)."
+    ),
+    "time_passes": lambda seconds: f"{seconds:g} virtual seconds pass.",
+    "everything_settles": lambda: (
+        "Everything runs to its end, with virtual time passing as needed."
+    ),
+    "teardown": lambda: "The story ends: the world settles and is checked.",
+}
+
+
+def narrate(rule: str, arguments: dict) -> str:
+    """One sentence for one step (the call itself for an unknown rule)."""
+    sentence = _SENTENCES.get(rule)
+    if sentence is None:
+        rendered = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+        return f"{rule}({rendered})"
+    return sentence(**arguments)
