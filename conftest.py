@@ -1,3 +1,4 @@
-"""pytest wiring: Hypothesis profiles, ``--reference-fix``, and a header
-that says which agentscope is under test."""
-pytest_plugins = ["harness.pytest_plugin"]
+"""pytest wiring: the harness's plugin (Hypothesis profiles,
+``--reference-fix``, counterexample folders, a header that says which
+agentscope is under test), and ``pytester`` for the plugin's own tests."""
+pytest_plugins = ["harness.pytest_plugin", "pytester"]

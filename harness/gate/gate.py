@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from . import environments, reports, runner, specs
-from .outcomes import Exit, Row, exit_code
+from .outcomes import MEANING, Exit, Row, exit_code
 
 
 def _say(message: str) -> None:
@@ -48,7 +48,7 @@ def gate(
              f"{', '.join(reference_fix.TARGET_RELEASES)}" if with_fix else "")
           + ")")
     print(reports.table(rows))
-    print(f"\nexit {int(code)}: {code.name.lower().replace('_', ' ')}")
+    print(f"\nexit {int(code)}: {MEANING[code]}")
     if json_path is not None:
         reports.write_json(rows, json_path, code)
     if junit_path is not None:

@@ -22,6 +22,17 @@ class Exit(IntEnum):
     RUN_BROKE = 6  # the property run itself broke (see its log)
 
 
+#: The exit codes in words, as the gate's last line says them.
+MEANING = {
+    Exit.HOLDS: "every property holds on every SPEC",
+    Exit.VIOLATED: "a property is VIOLATED",
+    Exit.USAGE: "the command line was wrong",
+    Exit.NOT_AGENTSCOPE: "a SPEC names no agentscope",
+    Exit.INSTALL_FAILED: "an environment could not be built",
+    Exit.CANNOT_DRIVE: "the harness cannot drive an agentscope",
+    Exit.RUN_BROKE: "a property run broke",
+}
+
 #: What a "could not run" row says before its one-line reason.
 COULD_NOT_RUN = {
     Exit.NOT_AGENTSCOPE: "no such agentscope",

@@ -23,8 +23,11 @@ def table(rows: list[Row]) -> str:
         body.append([row.name, row.version or "-", row.fix, *cells])
     # A could-not-run row's last cell spans the property columns: it does
     # not widen them.
-    full = [head] + [cells for cells in body if len(cells) == len(head)]
-    widths = [max(len(str(cells[i])) for cells in full) for i in range(len(head))]
+    sized = [cells if len(cells) == len(head) else cells[:-1] for cells in [head, *body]]
+    widths = [
+        max(len(str(cells[i])) for cells in sized if i < len(cells))
+        for i in range(len(head))
+    ]
 
     def render(cells: list) -> str:
         padded = [str(c).ljust(w) for c, w in zip(cells[:-1], widths)]
