@@ -20,6 +20,7 @@ agentscope's public hooks (:func:`install_deterministic_factories`).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import uuid
 from contextlib import AsyncExitStack
@@ -256,7 +257,6 @@ async def new_session(
     script: str,
     workspace_id: str,
     name: str,
-    origin: Any = None,
 ) -> str:
     """A new session of ``agent_id`` playing ``script`` in a given
     (already warmed) workspace."""
@@ -275,7 +275,6 @@ async def new_session(
         agent_id=agent_id,
         config=config,
         state=AgentState(),
-        origin=origin,
     )
     return record.id
 
@@ -379,6 +378,14 @@ class RunRegistry(ChatRunRegistry):
         return task
 
 
+def _scheduling_off() -> dict:
+    """``enabled=False`` where ``SchedulerManager`` takes it (2.0.8 on);
+    before that the manager is simply never started, so no APScheduler
+    runs on the story's loop either way."""
+    parameters = inspect.signature(SchedulerManager).parameters
+    return {"enabled": False} if "enabled" in parameters else {}
+
+
 async def build_world(
     stage: Stage,
     message_bus: MessageBus,
@@ -403,14 +410,14 @@ async def build_world(
             BackgroundTaskManager(message_bus=message_bus),
         )
         registry = await stack.enter_async_context(RunRegistry())
-        scheduler = await stack.enter_async_context(
-            SchedulerManager(
-                storage=storage,
-                message_bus=message_bus,
-                workspace_manager=stage.workspace_manager,
-                enabled=False,
-            ),
+        scheduler = SchedulerManager(
+            storage=storage,
+            message_bus=message_bus,
+            workspace_manager=stage.workspace_manager,
+            **_scheduling_off(),
         )
+        if _scheduling_off():  # started as the app does, but with nothing to run
+            await stack.enter_async_context(scheduler)
         desk = ToolDesk()
         chat_service = ChatService(
             storage=storage,
