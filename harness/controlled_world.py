@@ -280,6 +280,7 @@ class ControlledWorld:
         view.awaiting_call_ids = list(persisted.awaiting_call_ids)
         view.resolved_call_ids = list(persisted.resolved_call_ids)
         view.context_hints = list(persisted.context_hints)
+        view.context_user_texts = list(persisted.context_user_texts)
         return view
 
     def _queued(self, key: str) -> list[dict]:
@@ -334,6 +335,8 @@ def _read_context(view: SessionView, context: list) -> None:
             if str(getattr(block.state, "value", block.state)) in ("asking", "submitted")
         ]
     for msg in context:
+        if msg.role == "user":
+            view.context_user_texts.append(msg.get_text_content() or "")
         for block in msg.get_content_blocks():
             kind = getattr(block, "type", None)
             if kind == "tool_result":

@@ -27,6 +27,7 @@ class SessionView:
     awaiting_call_ids: list[str] = field(default_factory=list)
     resolved_call_ids: list[str] = field(default_factory=list)
     context_hints: list[str] = field(default_factory=list)
+    context_user_texts: list[str] = field(default_factory=list)
 
     def last_reply_end(self) -> str | None:
         """``finished_reason`` of the last ``REPLY_END`` event, if any."""

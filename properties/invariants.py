@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from harness.observation import Observation, SessionView
 
 REMINDER_MARK = "<system-reminder>Team member"
+#: The reminder agentscope sends a leader when a member's reply failed.
+FAILURE_REMINDER_MARK = "hit an error while running"
 
 #: Short names, as test ids and verdict rows show them.
 INVARIANT_TITLES = {
@@ -24,6 +26,8 @@ INVARIANT_TITLES = {
     "I5": "payloads-delivered-once-in-order",
     "I6": "one-run-per-session",
     "I7": "confirm-resume-completes",
+    "I8": "parked-message-not-lost",
+    "I10": "failure-reported-once",
 }
 
 
@@ -47,12 +51,18 @@ class Ledger:
     faults: set[str] = field(default_factory=set)
     delivered: dict[str, list[str]] = field(default_factory=dict)
     decisions: dict[str, list[str]] = field(default_factory=dict)
+    #: Messages the user sent while the session was parked, and whether
+    #: the endpoint refused them.
+    parked_messages: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
 
     def deliver(self, alias: str, marker: str) -> None:
         self.delivered.setdefault(alias, []).append(marker)
 
     def decide(self, alias: str, tool_call_id: str) -> None:
         self.decisions.setdefault(alias, []).append(tool_call_id)
+
+    def message_while_parked(self, alias: str, marker: str, refused: bool) -> None:
+        self.parked_messages.setdefault(alias, []).append((marker, refused))
 
 
 def no_error_reply_without_fault(obs: Observation, ledger: Ledger) -> None:
@@ -217,6 +227,85 @@ def decided_calls_complete(obs: Observation, ledger: Ledger) -> None:
             )
 
 
+def parked_messages_reach_the_agent(obs: Observation, ledger: Ledger) -> None:
+    """I8: a message the user sends while the agent is parked is refused
+    up front (409) or reaches the agent; it is never accepted and dropped.
+
+    A parked agent cannot take a new message before its pending calls are
+    answered. Refusing it tells the user; keeping it for after the resume
+    loses nothing; accepting it and then failing the run leaves the user
+    with an error about the agent's setup and a message the agent never
+    saw. Checked once settled (before that the message may be on its way)."""
+    if not obs.settled:
+        return
+    for alias, messages in ledger.parked_messages.items():
+        view = obs.sessions.get(alias)
+        if view is None:
+            continue
+        waiting = " ".join(_markers_in(view.queued))
+        for marker, refused in messages:
+            if refused or marker in view.context_user_texts or marker in waiting:
+                continue
+            errors = [e for e in view.events if _is_error_end(e)]
+            detail = (errors[-1].get("error") or {}) if errors else {}
+            raise InvariantViolated(
+                "I8",
+                "a message to a parked session is refused or reaches the agent",
+                f"{alias}'s endpoint refuses {marker!r}, or {alias}'s agent "
+                "gets it (now or after the resume)",
+                f"accepted, but not in {alias}'s context nor queued; "
+                f"{len(errors)} ReplyEnd(ERROR) published"
+                + (f", the last: {detail.get('type', '?')}: {detail.get('message', '')}" if errors else ""),
+            )
+
+
+def failures_reported_once(obs: Observation, ledger: Ledger) -> None:
+    """I10: once settled, every reply ends exactly once, and a leader hears
+    of each failed reply of its worker exactly once.
+
+    A failing model call is an expected fault: the user must see the reply
+    end (with ERROR) once, not twice and not never, and the leader must be
+    told once so it neither waits forever nor re-dispatches the task twice.
+    A reply still parked on a tool call has not ended yet."""
+    del ledger
+    if not obs.settled:
+        return
+    for view in obs.sessions.values():
+        starts = [e.get("reply_id") for e in view.events if e.get("type") == "REPLY_START"]
+        ends = [e.get("reply_id") for e in view.events if e.get("type") == "REPLY_END"]
+        for reply_id in dict.fromkeys(starts):
+            count = ends.count(reply_id)
+            parked = view.parked_status != "idle" and reply_id == starts[-1]
+            if count == 1 or (count == 0 and parked):
+                continue
+            raise InvariantViolated(
+                "I10",
+                "every reply ends exactly once; each failure is reported once",
+                f"reply {reply_id} of {view.alias} ends exactly once",
+                f"it ended {count} times ({view.parked_status})",
+            )
+    workers_failed = sum(
+        1
+        for view in obs.sessions.values()
+        for e in view.events
+        if view.alias == "worker" and _is_error_end(e)
+    )
+    leader = obs.sessions.get("leader")
+    if leader is None:
+        return
+    told = sum(
+        1 for p in leader.inbox_pushes if FAILURE_REMINDER_MARK in str(p.get("hint"))
+    )
+    if told != workers_failed:
+        raise InvariantViolated(
+            "I10",
+            "every reply ends exactly once; each failure is reported once",
+            f"the leader is told of each of the worker's {workers_failed} failed "
+            "replies exactly once",
+            f"the leader got {told} failure reminder(s)",
+        )
+
+
 STEP_INVARIANTS = (
     no_error_reply_without_fault,
     no_spurious_leader_reminder,
@@ -224,6 +313,8 @@ STEP_INVARIANTS = (
     one_run_per_session,
     payloads_delivered_once_in_order,
     decided_calls_complete,
+    parked_messages_reach_the_agent,
+    failures_reported_once,
 )
 
 

@@ -26,7 +26,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from agentscope.app._bus_ops import deliver_to_inbox
+from agentscope.app._bus_ops import deliver_to_inbox, enqueue_run_trigger
 from agentscope.app._router._chat import chat as chat_endpoint
 from agentscope.app._router._schema import ChatRequest
 from agentscope.app.message_bus import MessageBusKeys
@@ -44,7 +44,7 @@ from agentscope.message import (
 )
 from fastapi import HTTPException
 
-from fakes.model import CallTool, Text
+from fakes.model import CallTool, Fail, Text
 from harness import agentscope_under_test
 from harness.controlled_bus import describe_payload
 from harness.controlled_world import LEADER, SOLO, WORKER, ControlledWorld
@@ -62,6 +62,10 @@ from .invariants import (
 
 #: What a model's next turn does, as a story says it.
 TURNS = ("calls GatedAction", "calls ExternalJob", "answers")
+
+#: A turn whose model call raises: an injected fault (only machines that
+#: list it in ``turns`` script it).
+FAILS = "fails"
 
 #: Where an inbox payload comes from.
 SOURCES = ("team member", "channel", "background task")
@@ -132,6 +136,8 @@ def _turns(alias: str, turn: str) -> list:
         return [CallTool("GatedAction", {"note": f"{alias} needs approval"})]
     if turn == "calls ExternalJob":
         return [CallTool("ExternalJob", {"note": f"{alias} hands off a job"})]
+    if turn == FAILS:
+        return [Fail(f"{alias}'s model is unavailable")]
     return []  # the script's own ending: text, or a report for a worker
 
 
@@ -150,6 +156,9 @@ class HitlMachine(RuleBasedStateMachine):
     sources: tuple[str, ...] = SOURCES
     #: Sessions the user talks to directly (workers hear from the leader).
     messaged: tuple[str, ...] = (LEADER, SOLO)
+    #: Whether the user may also write to a session while it is parked
+    #: (off for I1–I7: their stories are the reported bug's).
+    parked_messages: bool = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -208,6 +217,7 @@ class HitlMachine(RuleBasedStateMachine):
             "turns": list(cls.turns),
             "sources": list(cls.sources),
             "messaged": list(cls.messaged),
+            "parked_messages": cls.parked_messages,
         }
 
     def _attach_counterexample(self, failure: Exception) -> None:
@@ -278,7 +288,7 @@ class HitlMachine(RuleBasedStateMachine):
             ),
             Text("the worker is on it"),
         )
-        world.script(WORKER).add(*_turns(WORKER, worker_first_turn))
+        self._script(WORKER, worker_first_turn)
         self._user_posts(LEADER, UserMsg(name="user", content="get help"))
         run = self.w.run_of(self.sessions[LEADER])
         if run is not None:
@@ -299,7 +309,7 @@ class HitlMachine(RuleBasedStateMachine):
         """A user message through the chat endpoint, which spawns a run
         directly (or answers 409 while one is in flight). The run takes its
         turn (the model does ``model_turn``) and stops at its turn tail."""
-        self.w.world.script(session).add(*_turns(session, model_turn))
+        self._script(session, model_turn)
         with self._new_runs_take_their_turn():
             self._user_posts(session, UserMsg(name="user", content="please help"))
 
@@ -355,6 +365,43 @@ class HitlMachine(RuleBasedStateMachine):
             ],
         )
         self._user_posts(session, result)
+
+    @precondition(
+        lambda self: self.parked_messages and any(map(self._writable_while_parked, self.cast)),
+    )
+    @rule(
+        session=_session_where("_writable_while_parked"),
+        via=st.sampled_from(("chat endpoint", "channel")),
+    )
+    @_story_step
+    def user_messages_parked_session(self, session: str, via: str) -> None:
+        """The user writes to a session whose agent waits for a confirmation
+        or an external result, as a real client can: through the chat
+        endpoint (a direct run, or 409 while a run is still registered), or
+        from a channel, whose gateway queues a ``message`` trigger for the
+        dispatcher when no run holds the session."""
+        if not self._writable_while_parked(session):
+            return
+        marker = f"message-{next(self._markers)} while parked"
+        message = UserMsg(name="user", content=marker)
+        if via == "chat endpoint":
+            refused = self._user_posts(session, message)
+        elif self._run(session) is None:
+            refused = False
+            self.w.act(
+                enqueue_run_trigger(
+                    self.w.bus,
+                    self.w.world.user_id,
+                    self.sessions[session],
+                    self.agents[session],
+                    kind="message",
+                    inputs=message,
+                ),
+                f"channel posts to {session}",
+            )
+        else:
+            return  # the gateway would deliver a hint instead: payload_arrives
+        self.ledger.message_while_parked(session, marker, refused)
 
     # ── producers ─────────────────────────────────────────────────────
 
@@ -476,6 +523,12 @@ class HitlMachine(RuleBasedStateMachine):
 
     # ── helpers ───────────────────────────────────────────────────────
 
+    def _script(self, session: str, turn: str) -> None:
+        """Queue ``session``'s next model turn; a failing one is a fault."""
+        self.w.world.script(session).add(*_turns(session, turn))
+        if turn == FAILS:
+            self.ledger.faults.add(session)
+
     def _run(self, session: str):
         if session not in self.sessions:
             return None
@@ -509,16 +562,18 @@ class HitlMachine(RuleBasedStateMachine):
             if run is not None:
                 self._to_turn_tail(session, run)
 
-    def _user_posts(self, session: str, payload) -> None:
-        """POST /chat/ as the user, through agentscope's endpoint."""
+    def _user_posts(self, session: str, payload) -> bool:
+        """POST /chat/ as the user, through agentscope's endpoint; whether
+        the endpoint refused it (409: a run is in flight)."""
         request = ChatRequest(
             agent_id=self.agents[session],
             session_id=self.sessions[session],
             input=payload,
         )
-        self.w.act(self._post(request), f"user posts to {session}")
+        posted = self.w.act(self._post(request), f"user posts to {session}")
+        return posted.task.done() and posted.task.result()
 
-    async def _post(self, request: ChatRequest) -> None:
+    async def _post(self, request: ChatRequest) -> bool:
         try:
             await chat_endpoint(
                 request,
@@ -530,6 +585,8 @@ class HitlMachine(RuleBasedStateMachine):
         except HTTPException as refused:
             if refused.status_code != 409:
                 raise
+            return True
+        return False
 
     def _answer(
         self,
@@ -574,6 +631,9 @@ class HitlMachine(RuleBasedStateMachine):
 
     def _takes_messages(self, session: str) -> bool:
         return session in self.messaged and not self._awaiting(session)
+
+    def _writable_while_parked(self, session: str) -> bool:
+        return session in self.messaged and session in self.sessions and self._awaiting(session)
 
     def _exists(self, session: str) -> bool:
         return session in self.sessions

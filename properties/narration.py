@@ -14,6 +14,7 @@ _TURN_WORDS = {
     "calls GatedAction": "calls GatedAction, which waits for the user's confirmation (ASKING)",
     "calls ExternalJob": "calls ExternalJob, which waits for an external result (SUBMITTED)",
     "answers": "answers with text (no tool call)",
+    "fails": "call fails (the model raises: an injected fault)",
 }
 
 
@@ -36,6 +37,11 @@ _SENTENCES: dict[str, Callable[..., str]] = {
         f"The user {decision} {session}'s pending tool call"
         + (" from the leader's session (agentscope routes it to the worker)" if posted_to_leader and session == "worker" else "")
         + "."
+    ),
+    "user_messages_parked_session": lambda session, via: (
+        f"While {session} waits for its pending tool call, the user sends "
+        f"{session} a new message "
+        + ("through the chat endpoint." if via == "chat endpoint" else "from a channel (the gateway queues a `message` trigger).")
     ),
     "external_result_arrives": lambda session: (
         f"The external system posts the result of {session}'s submitted job."

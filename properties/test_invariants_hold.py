@@ -11,10 +11,16 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from properties.invariants import INVARIANT_TITLES
-from properties.machine import machine_enforcing
+from properties.machine import FAILS, TURNS, machine_enforcing
+
+#: The rules a property needs beyond the seed stories of I1–I7.
+RULES_FOR = {
+    "I8": {"parked_messages": True},
+    "I10": {"turns": (*TURNS, FAILS)},
+}
 
 
 @pytest.mark.properties
 @pytest.mark.parametrize("code", sorted(INVARIANT_TITLES), ids=lambda c: f"{c}-{INVARIANT_TITLES[c]}")
 def test_invariant_holds(code: str) -> None:
-    run_state_machine_as_test(machine_enforcing(code))
+    run_state_machine_as_test(machine_enforcing(code, **RULES_FOR.get(code, {})))

@@ -170,6 +170,66 @@ def _resolved_and_ended(finished_reason: str) -> Observation:
     return Observation({"solo": view}, settled=True)
 
 
+# ── I8 ────────────────────────────────────────────────────────────────
+
+
+def test_I8_fires_when_a_message_sent_while_parked_is_accepted_and_dropped():
+    ledger = Ledger()
+    ledger.message_while_parked("solo", "message-1 while parked", refused=False)
+    dropped = SessionView(
+        "solo", "s", parked_status="awaiting_permission",
+        events=[{"type": "REPLY_END", "finished_reason": "error",
+                 "error": {"type": "setup", "message": "could not be prepared"}}],
+    )
+    violation = _fires("I8", inv.parked_messages_reach_the_agent,
+                       Observation({"solo": dropped}, settled=True), ledger)
+    assert "1 ReplyEnd(ERROR) published, the last: setup" in str(violation)
+    # Not yet settled: the message may still be on its way.
+    inv.parked_messages_reach_the_agent(Observation({"solo": dropped}), ledger)
+    reached = SessionView("solo", "s", context_user_texts=["message-1 while parked"])
+    inv.parked_messages_reach_the_agent(Observation({"solo": reached}, settled=True), ledger)
+    kept = SessionView("solo", "s", queued=[_hint("message-1 while parked")])
+    inv.parked_messages_reach_the_agent(Observation({"solo": kept}, settled=True), ledger)
+    refused = Ledger()
+    refused.message_while_parked("solo", "message-1 while parked", refused=True)
+    inv.parked_messages_reach_the_agent(Observation({"solo": dropped}, settled=True), refused)
+
+
+# ── I10 ───────────────────────────────────────────────────────────────
+
+
+def _replies(*events: tuple[str, str, str | None]) -> list[dict]:
+    return [{"type": t, "reply_id": r, "finished_reason": f} for t, r, f in events]
+
+
+def test_I10_fires_on_a_reply_ended_twice_or_never():
+    twice = SessionView("solo", "s", events=_replies(
+        ("REPLY_START", "r1", None), ("REPLY_END", "r1", "error"), ("REPLY_END", "r1", "error"),
+    ))
+    _fires("I10", inv.failures_reported_once, Observation({"solo": twice}, settled=True), Ledger())
+    never = SessionView("solo", "s", events=_replies(("REPLY_START", "r1", None)))
+    _fires("I10", inv.failures_reported_once, Observation({"solo": never}, settled=True), Ledger())
+    never.parked_status = "awaiting_permission"  # parked: the reply has not ended yet
+    inv.failures_reported_once(Observation({"solo": never}, settled=True), Ledger())
+    resumed = SessionView("solo", "s", events=_replies(
+        ("REPLY_START", "r1", None), ("REPLY_START", "r1", None), ("REPLY_END", "r1", "completed"),
+    ))
+    inv.failures_reported_once(Observation({"solo": resumed}, settled=True), Ledger())
+
+
+def test_I10_fires_unless_the_leader_is_told_of_each_failure_once():
+    failed = SessionView("worker", "w", events=_replies(
+        ("REPLY_START", "r1", None), ("REPLY_END", "r1", "error"),
+    ))
+    reminder = _hint("<system-reminder>Team member 'worker' hit an error while running, ...")
+    for pushes in ([], [reminder, reminder]):
+        leader = SessionView("leader", "l", inbox_pushes=pushes)
+        _fires("I10", inv.failures_reported_once,
+               Observation({"worker": failed, "leader": leader}, settled=True), Ledger())
+    leader = SessionView("leader", "l", inbox_pushes=[reminder])
+    inv.failures_reported_once(Observation({"worker": failed, "leader": leader}, settled=True), Ledger())
+
+
 def test_every_invariant_has_a_firing_test():
     tested = {name.split("_")[1] for name in globals() if name.startswith("test_I")}
     assert tested == set(inv.INVARIANT_TITLES)
