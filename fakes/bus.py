@@ -36,6 +36,7 @@ class _Lease:
     token: str
     expires_at: float
     owner: asyncio.Task | None = None
+    ttl: float = 0.0
 
 
 @dataclass
@@ -75,6 +76,8 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         self._locks: dict[str, _Lease] = {}
         self._lock_changed: dict[str, asyncio.Event] = {}
         self._subscribers: dict[str, set[asyncio.Queue]] = {}
+        #: Tasks of a process that died: their leases are no longer renewed.
+        self._dead: set[asyncio.Task] = set()
 
     # ── housekeeping ──────────────────────────────────────────────────
 
@@ -95,14 +98,27 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         if lease is None:
             return None
         now = self._clock()
-        holder_alive = lease.owner is not None and not lease.owner.done()
-        if holder_alive:
+        if self._alive(lease.owner):
             return lease  # the heartbeat keeps it renewed
         if lease.expires_at <= now:
             del self._locks[key]
             self._signal_lock(key)
             return None
         return lease
+
+    def _alive(self, owner: asyncio.Task | None) -> bool:
+        """Whether a lease's holder still renews it (Redis' heartbeat)."""
+        return owner is not None and not owner.done() and owner not in self._dead
+
+    def process_died(self, tasks: list[asyncio.Task]) -> None:
+        """The process running ``tasks`` died without cleaning up: from
+        now on nobody renews their leases, which run out one TTL after the
+        last heartbeat (taken as now: the longest a real lock can stay)."""
+        now = self._clock()
+        self._dead.update(tasks)
+        for lease in self._locks.values():
+            if lease.owner in self._dead:
+                lease.expires_at = now + lease.ttl
 
     def _signal_lock(self, key: str) -> None:
         event = self._lock_changed.pop(key, None)
@@ -227,7 +243,7 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         while self._lease(key) is not None:
             await self._wait_for_lock_change(key)
         owner = asyncio.current_task()
-        self._locks[key] = _Lease(token, self._clock() + ttl_secs, owner)
+        self._locks[key] = _Lease(token, self._clock() + ttl_secs, owner, ttl_secs)
         try:
             yield
         finally:
@@ -241,7 +257,7 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         event = self._lock_changed.setdefault(key, asyncio.Event())
         lease = self._locks[key]
         timer = None
-        if lease.owner is None or lease.owner.done():
+        if not self._alive(lease.owner):
             delay = max(0.0, lease.expires_at - self._clock())
             loop = asyncio.get_running_loop()
             timer = loop.call_later(delay, self._signal_lock, key)
@@ -258,7 +274,7 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         if self._lease(key) is not None:
             return False
         token = f"token-{next(self._tokens)}"
-        self._locks[key] = _Lease(token, self._clock() + ttl_secs, None)
+        self._locks[key] = _Lease(token, self._clock() + ttl_secs, None, ttl_secs)
         return True
 
     async def unlock(self, key: str) -> None:
@@ -346,8 +362,7 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         lease = self._locks.get(key)
         if lease is None:
             return None
-        holder_alive = lease.owner is not None and not lease.owner.done()
-        if not holder_alive and lease.expires_at <= self._clock():
+        if not self._alive(lease.owner) and lease.expires_at <= self._clock():
             return None
         return lease.owner or True
 

@@ -226,15 +226,25 @@ class ControlledWorld:
             None,
         )
 
+    def crash(self, run: ControlledTask) -> None:
+        """The process running ``run`` dies mid-flight: no cleanup runs,
+        its leases go unrenewed until they expire, and the rest of the
+        world (the dispatcher, producers, other runs) carries on."""
+        doomed = self.scheduler.crash(run)
+        self.world.registry.process_died(run.task)
+        if isinstance(self.fake_bus, VirtualRedisBus):
+            self.fake_bus.process_died([r.task for r in doomed])
+
     def settle(self) -> None:
         """Let everything run to rest, with time passing as needed."""
         self.scheduler.settle()
 
     # ── observation ───────────────────────────────────────────────────
 
-    def observe(self, settled: bool = False) -> Observation:
+    def observe(self, settled: bool = False, past_leases: bool = False) -> Observation:
         """What every named session looks like right now."""
         return Observation(
+            past_leases=past_leases,
             sessions={
                 alias: self._view(session_id, alias)
                 for session_id, alias in self.aliases.items()
@@ -259,6 +269,7 @@ class ControlledWorld:
             queued=self._queued(inbox),
             consumer_registered=self._registered(consumer),
             run_alive=self.run_of(session_id) is not None,
+            lock_leased=self._leased(lock),
             lock_holders={
                 self.scheduler.label_of(t)
                 for t in self.bus.inside.get(lock, set())
@@ -288,6 +299,11 @@ class ControlledWorld:
             return self.fake_bus.peek_queue(key)
         return []
 
+    def _leased(self, key: str) -> bool:
+        if isinstance(self.fake_bus, VirtualRedisBus):
+            return self.fake_bus.lock_holder(key) is not None
+        return False
+
     def _registered(self, namespace: str) -> bool:
         if isinstance(self.fake_bus, VirtualRedisBus):
             return bool(self.fake_bus.peek_registry(namespace))
@@ -305,7 +321,7 @@ class ControlledWorld:
             return
         self._closed = True
         self.scheduler.controlling = False
-        for record in self.scheduler.tasks():
+        for record in self.scheduler.tasks() + self.scheduler.crashed():
             if record.gate is not None and not record.gate.done():
                 record.gate.set_result(None)
         self.scheduler.quiesce()
@@ -315,7 +331,9 @@ class ControlledWorld:
     async def _shutdown(self) -> None:
         await self.world.dispatcher.__aexit__(None, None, None)
         pending = [
-            r.task for r in self.scheduler.tasks() if r.task is not asyncio.current_task()
+            r.task
+            for r in self.scheduler.tasks() + self.scheduler.crashed()
+            if r.task is not asyncio.current_task()
         ]
         for task in pending:
             task.cancel()

@@ -23,6 +23,8 @@ class SessionView:
     consumer_registered: bool = False
     run_alive: bool = False
     lock_holders: set[str] = field(default_factory=set)
+    #: Whether the bus still holds a live lease on the session lock.
+    lock_leased: bool = False
     parked_status: str = "idle"
     awaiting_call_ids: list[str] = field(default_factory=list)
     resolved_call_ids: list[str] = field(default_factory=list)
@@ -41,3 +43,6 @@ class Observation:
 
     sessions: dict[str, SessionView] = field(default_factory=dict)
     settled: bool = False
+    #: Settled with the clock moved past every lease and TTL: whatever is
+    #: still waiting now waits forever.
+    past_leases: bool = False

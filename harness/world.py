@@ -371,11 +371,26 @@ class RunRegistry(ChatRunRegistry):
     def __init__(self) -> None:
         super().__init__()
         self.spawned: list[asyncio.Task] = []
+        self._died: set[asyncio.Task] = set()
 
     def spawn(self, coro, *, session_id: str, name: str | None = None):
+        if super().get(session_id) in self._died:
+            # That run's process is gone, and its registry with it: this
+            # process never had the entry.
+            del self._tasks[session_id]
         task = super().spawn(coro, session_id=session_id, name=name)
         self.spawned.append(task)
         return task
+
+    def get(self, session_id: str):
+        task = super().get(session_id)
+        return None if task in self._died else task
+
+    def process_died(self, task: asyncio.Task) -> None:
+        """``task`` ran in a process that crashed: it is not this
+        process' run any more (the dispatcher and the endpoint, which
+        survive, must not see it)."""
+        self._died.add(task)
 
 
 def _scheduling_off() -> dict:

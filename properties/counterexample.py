@@ -27,6 +27,11 @@ from pathlib import Path
 #: Where counterexample folders go unless told otherwise.
 DEFAULT_PARENT = "counterexamples"
 
+#: The timeline in ``report.md`` shows this many last operations (a story
+#: with a crashed run can make tens of thousands of dispatcher retries);
+#: ``story.json`` keeps them all.
+TIMELINE_LINES = 400
+
 
 @dataclass(frozen=True)
 class Step:
@@ -111,6 +116,10 @@ class Counterexample:
             f"{n}. {narrate(s.rule, s.arguments)}"
             for n, s in enumerate(self.steps, 1)
         )
+        timeline = self.trace.strip("\n").splitlines()
+        if len(timeline) > TIMELINE_LINES:
+            omitted = len(timeline) - TIMELINE_LINES
+            timeline = [f"     ({omitted} earlier operations omitted; story.json has them all)"] + timeline[-TIMELINE_LINES:]
         events = "\n".join(
             f"- **{session}**: " + (" → ".join(kinds) if kinds else "(none)")
             for session, kinds in self.events.items()
@@ -159,7 +168,7 @@ one the wake-up dispatcher spawned, `wakeup-dispatcher` is agentscope's dispatch
 `» ...` is a party the harness plays (a user, a producer).
 
 ```
-{self.trace.strip(chr(10))}
+{chr(10).join(timeline)}
 ```
 """
 

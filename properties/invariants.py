@@ -28,6 +28,7 @@ INVARIANT_TITLES = {
     "I7": "confirm-resume-completes",
     "I8": "parked-message-not-lost",
     "I10": "failure-reported-once",
+    "I11": "nothing-waits-forever",
 }
 
 
@@ -54,6 +55,8 @@ class Ledger:
     #: Messages the user sent while the session was parked, and whether
     #: the endpoint refused them.
     parked_messages: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
+    #: Sessions whose run's process crashed.
+    crashed: set[str] = field(default_factory=set)
 
     def deliver(self, alias: str, marker: str) -> None:
         self.delivered.setdefault(alias, []).append(marker)
@@ -273,10 +276,11 @@ def failures_reported_once(obs: Observation, ledger: Ledger) -> None:
     for view in obs.sessions.values():
         starts = [e.get("reply_id") for e in view.events if e.get("type") == "REPLY_START"]
         ends = [e.get("reply_id") for e in view.events if e.get("type") == "REPLY_END"]
+        asks = [e.get("reply_id") for e in view.events if e.get("type") in _REQUESTS]
+        parked_reply = asks[-1] if asks and view.parked_status != "idle" else None
         for reply_id in dict.fromkeys(starts):
             count = ends.count(reply_id)
-            parked = view.parked_status != "idle" and reply_id == starts[-1]
-            if count == 1 or (count == 0 and parked):
+            if count == 1 or (count == 0 and reply_id == parked_reply):
                 continue
             raise InvariantViolated(
                 "I10",
@@ -306,6 +310,42 @@ def failures_reported_once(obs: Observation, ledger: Ledger) -> None:
         )
 
 
+def nothing_waits_forever(obs: Observation, ledger: Ledger) -> None:
+    """I11: once settled past every lease, no session is still locked or
+    registered as consumed without a run, and no payload waits in the inbox
+    of a session that is not parked (nothing would ever consume it).
+
+    Liveness after failures: a crashed run's lock and consumer registration
+    must stop blocking once their leases expire, and what was delivered to
+    the session meanwhile must then reach its agent. A parked session's
+    inbox rightly waits for the resume."""
+    if not obs.past_leases:
+        return
+    for view in obs.sessions.values():
+        crashed = " (its run's process crashed)" if view.alias in ledger.crashed else ""
+        if not view.run_alive and (view.lock_leased or view.consumer_registered):
+            raise InvariantViolated(
+                "I11",
+                "nothing waits forever",
+                f"with no run alive, {view.alias}'s session lock and inbox "
+                "registration have expired",
+                f"still {'locked' if view.lock_leased else ''}"
+                f"{' and ' if view.lock_leased and view.consumer_registered else ''}"
+                f"{'registered as consumed' if view.consumer_registered else ''}{crashed}",
+            )
+        if view.parked_status != "idle" or view.run_alive or not view.queued:
+            continue
+        raise InvariantViolated(
+            "I11",
+            "nothing waits forever",
+            f"{view.alias}'s inbox is consumed once the world settles past "
+            "every lease",
+            f"{len(view.queued)} payload(s) still queued in {view.alias}'s "
+            f"inbox with no run or wake-up pending{crashed}: "
+            + "; ".join(_excerpt(m, 80) for m in _markers_in(view.queued)),
+        )
+
+
 STEP_INVARIANTS = (
     no_error_reply_without_fault,
     no_spurious_leader_reminder,
@@ -315,6 +355,7 @@ STEP_INVARIANTS = (
     decided_calls_complete,
     parked_messages_reach_the_agent,
     failures_reported_once,
+    nothing_waits_forever,
 )
 
 
@@ -325,6 +366,10 @@ def invariant_statement(code: str) -> str:
         if doc.startswith(f"{code}:"):
             return doc[len(code) + 1 :].strip()
     return INVARIANT_TITLES.get(code, code)
+
+
+#: The events a reply parks on.
+_REQUESTS = ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
 
 
 def _is_error_end(event: dict) -> bool:

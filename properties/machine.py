@@ -77,6 +77,10 @@ TRACE_TAIL = 40
 #: inbox-lock lease, a session-run lease.
 DURATIONS = (0.1, 31.0, 601.0)
 
+#: Longer than every lease and TTL agentscope sets (the session lock and the
+#: inbox-consumer registration: 600 s).
+PAST_EVERY_LEASE = 601.0
+
 
 def _chosen(attribute: str, among: tuple[str, ...] | None = None):
     """One of the machine's own ``attribute`` values (optionally only those
@@ -159,6 +163,8 @@ class HitlMachine(RuleBasedStateMachine):
     #: Whether the user may also write to a session while it is parked
     #: (off for I1–I7: their stories are the reported bug's).
     parked_messages: bool = False
+    #: Whether a run's process may crash.
+    crashes: bool = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -193,7 +199,10 @@ class HitlMachine(RuleBasedStateMachine):
     #: Invariants about the settled world; only machines enforcing one of
     #: them pay for settling at the end of every example (the others meet
     #: settled worlds through the ``everything_settles`` rule).
-    END_STATE = frozenset({"I5", "I7"})
+    END_STATE = frozenset({"I5", "I7", "I8", "I10", "I11"})
+
+    #: Invariants about a world settled past every lease (liveness).
+    PAST_LEASES = frozenset({"I11"})
 
     def teardown(self) -> None:
         try:
@@ -201,7 +210,11 @@ class HitlMachine(RuleBasedStateMachine):
                 self.steps.append(Step("teardown"))
                 try:
                     self.w.settle()
-                    self._check(self.w.observe(settled=True))
+                    past_leases = bool(self.checked & self.PAST_LEASES)
+                    if past_leases:
+                        self.w.scheduler.pass_time(PAST_EVERY_LEASE)
+                        self.w.settle()
+                    self._check(self.w.observe(settled=True, past_leases=past_leases))
                 except Exception as failure:
                     self._attach_counterexample(failure)
                     raise
@@ -218,6 +231,7 @@ class HitlMachine(RuleBasedStateMachine):
             "sources": list(cls.sources),
             "messaged": list(cls.messaged),
             "parked_messages": cls.parked_messages,
+            "crashes": cls.crashes,
         }
 
     def _attach_counterexample(self, failure: Exception) -> None:
@@ -402,6 +416,22 @@ class HitlMachine(RuleBasedStateMachine):
         else:
             return  # the gateway would deliver a hint instead: payload_arrives
         self.ledger.message_while_parked(session, marker, refused)
+
+    # ── faults ────────────────────────────────────────────────────────
+
+    @precondition(lambda self: self.crashes and any(map(self._crashable, self.cast)))
+    @rule(session=_session_where("_crashable"))
+    @_story_step
+    def process_crashes(self, session: str) -> None:
+        """The process running the session's run dies (killed for memory,
+        a redeploy): no cleanup runs. Its session lock and inbox-consumer
+        registration stay until their leases run out; the dispatcher and
+        every producer, in other processes, carry on."""
+        if not self._crashable(session):
+            return
+        self.w.crash(self._run(session))
+        self.ledger.faults.add(session)
+        self.ledger.crashed.add(session)
 
     # ── producers ─────────────────────────────────────────────────────
 
@@ -631,6 +661,15 @@ class HitlMachine(RuleBasedStateMachine):
 
     def _takes_messages(self, session: str) -> bool:
         return session in self.messaged and not self._awaiting(session)
+
+    def _crashable(self, session: str) -> bool:
+        """A live run, stopped at a bus operation with all its helpers."""
+        run = self._run(session)
+        if run is None or not run.parked:
+            return False
+        return all(
+            r.parked for r in self.w.scheduler.tasks() if self.w.actor_of(r) is run
+        )
 
     def _writable_while_parked(self, session: str) -> bool:
         return session in self.messaged and session in self.sessions and self._awaiting(session)

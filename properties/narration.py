@@ -43,6 +43,10 @@ _SENTENCES: dict[str, Callable[..., str]] = {
         f"{session} a new message "
         + ("through the chat endpoint." if via == "chat endpoint" else "from a channel (the gateway queues a `message` trigger).")
     ),
+    "process_crashes": lambda session: (
+        f"The process running {session}'s run dies (no cleanup runs; its "
+        "session lock and inbox registration stay until their leases expire)."
+    ),
     "external_result_arrives": lambda session: (
         f"The external system posts the result of {session}'s submitted job."
     ),
@@ -66,7 +70,10 @@ _SENTENCES: dict[str, Callable[..., str]] = {
     "everything_settles": lambda: (
         "Everything runs to its end, with virtual time passing as needed."
     ),
-    "teardown": lambda: "The story ends: the world settles and is checked.",
+    "teardown": lambda: (
+        "The story ends: the world settles (for liveness, past every lease) "
+        "and is checked."
+    ),
 }
 
 

@@ -209,7 +209,9 @@ def test_I10_fires_on_a_reply_ended_twice_or_never():
     _fires("I10", inv.failures_reported_once, Observation({"solo": twice}, settled=True), Ledger())
     never = SessionView("solo", "s", events=_replies(("REPLY_START", "r1", None)))
     _fires("I10", inv.failures_reported_once, Observation({"solo": never}, settled=True), Ledger())
-    never.parked_status = "awaiting_permission"  # parked: the reply has not ended yet
+    never.parked_status = "awaiting_permission"
+    _fires("I10", inv.failures_reported_once, Observation({"solo": never}, settled=True), Ledger())
+    never.events += _replies(("REQUIRE_USER_CONFIRM", "r1", None))  # parked: not ended yet
     inv.failures_reported_once(Observation({"solo": never}, settled=True), Ledger())
     resumed = SessionView("solo", "s", events=_replies(
         ("REPLY_START", "r1", None), ("REPLY_START", "r1", None), ("REPLY_END", "r1", "completed"),
@@ -228,6 +230,28 @@ def test_I10_fires_unless_the_leader_is_told_of_each_failure_once():
                Observation({"worker": failed, "leader": leader}, settled=True), Ledger())
     leader = SessionView("leader", "l", inbox_pushes=[reminder])
     inv.failures_reported_once(Observation({"worker": failed, "leader": leader}, settled=True), Ledger())
+
+
+# ── I11 ───────────────────────────────────────────────────────────────
+
+
+def test_I11_fires_on_a_payload_or_a_lease_that_waits_forever():
+    ledger = Ledger(crashed={"solo"})
+    stranded = SessionView("solo", "s", queued=[_hint("payload-1 from channel")])
+    violation = _fires("I11", inv.nothing_waits_forever,
+                       Observation({"solo": stranded}, settled=True, past_leases=True), ledger)
+    assert "payload-1 from channel" in str(violation) and "crashed" in str(violation)
+    # Settled, but not yet past the leases: it may still be consumed.
+    inv.nothing_waits_forever(Observation({"solo": stranded}, settled=True), ledger)
+    # A parked session's inbox rightly waits for the resume.
+    parked = SessionView("solo", "s", parked_status="awaiting_permission", queued=stranded.queued)
+    inv.nothing_waits_forever(Observation({"solo": parked}, settled=True, past_leases=True), ledger)
+    for stuck in (SessionView("solo", "s", lock_leased=True),
+                  SessionView("solo", "s", consumer_registered=True)):
+        _fires("I11", inv.nothing_waits_forever,
+               Observation({"solo": stuck}, settled=True, past_leases=True), ledger)
+    inv.nothing_waits_forever(
+        Observation({"solo": SessionView("solo", "s")}, settled=True, past_leases=True), ledger)
 
 
 def test_every_invariant_has_a_firing_test():

@@ -1,0 +1,35 @@
+"""A crashed run, as the harness models it, behaves as on Redis: its locks
+and registration block until their leases run out, then stop blocking.
+
+The crash model is the boundary the I11 property stands on, so it is shown
+here on the real app: the session's run dies at its turn tail, a producer
+delivers meanwhile, and the session lock (600 s lease) and the inbox
+consumer registration (600 s TTL) hold until their time is up and not a
+moment longer.
+"""
+from __future__ import annotations
+
+from agentscope.app.message_bus import MessageBusKeys
+
+from properties.machine import machine_enforcing
+
+
+def test_a_crashed_runs_lock_and_registration_block_until_their_leases_expire():
+    machine = machine_enforcing("I11", crashes=True)()
+    try:
+        machine.user_sends_message(session="solo", model_turn="answers")
+        run = machine.w.run_of(machine.sessions["solo"])
+        machine.process_crashes(session="solo")
+        assert machine.w.run_of(machine.sessions["solo"]) is None
+        assert not run.done, "a crashed run never runs its cleanup"
+        machine.payload_arrives(source="channel", to="solo")
+        lock = MessageBusKeys.session_lock(machine.sessions["solo"])
+        held = machine.w.observe_session("solo")
+        assert held.lock_leased and held.consumer_registered
+        machine.w.scheduler.pass_time(599.0)
+        assert machine.w.fake_bus.lock_holder(lock) is not None
+        machine.w.scheduler.pass_time(2.0)
+        free = machine.w.observe_session("solo")
+        assert not free.lock_leased and not free.consumer_registered
+    finally:
+        machine.w.close()
