@@ -52,6 +52,11 @@ def _excerpt(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class InjectedBusFault(ConnectionError):
+    """A bus operation a story made fail, as a dropped Redis connection
+    would make it fail."""
+
+
 class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
     """A ``MessageBus`` whose every operation is a switch point."""
 
@@ -63,6 +68,12 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         #: Tasks inside each lock by their own account (acquired, not
         #: yet released): two live ones at once break mutual exclusion.
         self.inside: dict[str, set] = defaultdict(set)
+        self._faults: list[Op] = []
+
+    def fail_next(self, name: str, key: str) -> None:
+        """Make the next ``name`` operation on ``key`` (whoever makes it)
+        raise :class:`InjectedBusFault` instead of reaching the bus."""
+        self._faults.append(Op(name, key))
 
     async def _run(
         self,
@@ -72,6 +83,10 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         describe: Callable = lambda result: "",
     ):
         await self._scheduler.switch_point(Op(name, key))
+        if Op(name, key) in self._faults:
+            self._faults.remove(Op(name, key))
+            self._scheduler.record(name, key, "FAILED (injected fault)")
+            raise InjectedBusFault(f"injected fault: {name} {key}")
         result = await call()
         self._scheduler.record(name, key, describe(result))
         return result

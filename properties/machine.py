@@ -77,6 +77,19 @@ TRACE_TAIL = 40
 #: inbox-lock lease, a session-run lease.
 DURATIONS = (0.1, 31.0, 601.0)
 
+#: Bus operations a story may make fail, each on one session's key: the
+#: dispatcher's lock check, an event publish, the turn-tail inbox drain,
+#: and dropping the inbox-consumer registration.
+BUS_FAULTS = {
+    "is_locked session lock": ("is_locked", MessageBusKeys.session_lock),
+    "log_append session events": ("log_append", MessageBusKeys.session_events),
+    "queue_drain inbox": ("queue_drain", MessageBusKeys.inbox),
+    "registry_del inbox consumer": (
+        "registry_del",
+        lambda session_id: f"{MessageBusKeys.inbox_consumer(session_id)}#running",
+    ),
+}
+
 #: Longer than every lease and TTL agentscope sets (the session lock and the
 #: inbox-consumer registration: 600 s).
 PAST_EVERY_LEASE = 601.0
@@ -165,6 +178,8 @@ class HitlMachine(RuleBasedStateMachine):
     parked_messages: bool = False
     #: Whether a run's process may crash.
     crashes: bool = False
+    #: Whether bus operations may fail.
+    bus_faults: bool = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -232,6 +247,7 @@ class HitlMachine(RuleBasedStateMachine):
             "messaged": list(cls.messaged),
             "parked_messages": cls.parked_messages,
             "crashes": cls.crashes,
+            "bus_faults": cls.bus_faults,
         }
 
     def _attach_counterexample(self, failure: Exception) -> None:
@@ -432,6 +448,21 @@ class HitlMachine(RuleBasedStateMachine):
         self.w.crash(self._run(session))
         self.ledger.faults.add(session)
         self.ledger.crashed.add(session)
+
+    @precondition(lambda self: self.bus_faults)
+    @rule(
+        operation=st.sampled_from(sorted(BUS_FAULTS)),
+        session=_session_where("_exists"),
+    )
+    @_story_step
+    def bus_operation_fails(self, operation: str, session: str) -> None:
+        """The next time anyone makes ``operation`` on the session's key,
+        the bus fails it (a dropped connection, a failover)."""
+        if session not in self.sessions:
+            return
+        name, key_of = BUS_FAULTS[operation]
+        self.w.bus.fail_next(name, key_of(self.sessions[session]))
+        self.ledger.faults.add(session)
 
     # ── producers ─────────────────────────────────────────────────────
 

@@ -47,6 +47,10 @@ _SENTENCES: dict[str, Callable[..., str]] = {
         f"The process running {session}'s run dies (no cleanup runs; its "
         "session lock and inbox registration stay until their leases expire)."
     ),
+    "bus_operation_fails": lambda operation, session: (
+        f"The next `{operation.split()[0]}` on {session}'s "
+        f"{' '.join(operation.split()[1:])} fails (the bus connection drops)."
+    ),
     "external_result_arrives": lambda session: (
         f"The external system posts the result of {session}'s submitted job."
     ),

@@ -17,7 +17,7 @@ from properties.machine import FAILS, TURNS, machine_enforcing
 RULES_FOR = {
     "I8": {"parked_messages": True},
     "I10": {"turns": (*TURNS, FAILS)},
-    "I11": {"crashes": True, "turns": (*TURNS, FAILS)},
+    "I11": {"crashes": True, "bus_faults": True, "turns": (*TURNS, FAILS)},
 }
 
 
