@@ -9,6 +9,9 @@ paths a real tool call can take:
   in ``SUBMITTED`` and the agent emits ``REQUIRE_EXTERNAL_EXECUTION``.
 - :class:`LocalLookup` is allowed and runs at once.
 - :class:`ForbiddenAction` is denied and never runs.
+- :class:`BatchGatedAction` and :class:`BatchExternalJob` behave like the
+  first two but are concurrency-safe, so several of them in one model turn
+  run as one concurrent batch and park together.
 
 All four read their decision from one :class:`ToolDesk`, which the test can
 change at any time and which records every permission check and every run.
@@ -30,6 +33,8 @@ GATED_ACTION = "GatedAction"
 EXTERNAL_JOB = "ExternalJob"
 LOCAL_LOOKUP = "LocalLookup"
 FORBIDDEN_ACTION = "ForbiddenAction"
+BATCH_GATED_ACTION = "BatchGatedAction"
+BATCH_EXTERNAL_JOB = "BatchExternalJob"
 
 _NOTE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -62,6 +67,8 @@ class ToolDesk:
             EXTERNAL_JOB: PermissionBehavior.ALLOW,
             LOCAL_LOOKUP: PermissionBehavior.ALLOW,
             FORBIDDEN_ACTION: PermissionBehavior.DENY,
+            BATCH_GATED_ACTION: PermissionBehavior.PASSTHROUGH,
+            BATCH_EXTERNAL_JOB: PermissionBehavior.ALLOW,
         },
     )
     events: list[ToolEvent] = field(default_factory=list)
@@ -148,6 +155,20 @@ class ForbiddenAction(_DeskTool):
     description = "Something that is always refused."
 
 
+class BatchGatedAction(GatedAction):
+    """A :class:`GatedAction` that may run beside other calls."""
+
+    name = BATCH_GATED_ACTION
+    is_concurrency_safe = True
+
+
+class BatchExternalJob(ExternalJob):
+    """An :class:`ExternalJob` that may run beside other calls."""
+
+    name = BATCH_EXTERNAL_JOB
+    is_concurrency_safe = True
+
+
 def desk_tools(desk: ToolDesk, session_id: str) -> list[ToolBase]:
     """One of each desk tool, bound to ``session_id``."""
     return [
@@ -155,6 +176,8 @@ def desk_tools(desk: ToolDesk, session_id: str) -> list[ToolBase]:
         ExternalJob(desk, session_id),
         LocalLookup(desk, session_id),
         ForbiddenAction(desk, session_id),
+        BatchGatedAction(desk, session_id),
+        BatchExternalJob(desk, session_id),
     ]
 
 

@@ -245,6 +245,7 @@ class ControlledWorld:
         """What every named session looks like right now."""
         return Observation(
             past_leases=past_leases,
+            dispatcher_alive=self.dispatcher() is not None,
             sessions={
                 alias: self._view(session_id, alias)
                 for session_id, alias in self.aliases.items()
@@ -270,6 +271,11 @@ class ControlledWorld:
             consumer_registered=self._registered(consumer),
             run_alive=self.run_of(session_id) is not None,
             lock_leased=self._leased(lock),
+            tool_runs=[
+                e.args.get("note", "")
+                for e in self.world.desk.runs()
+                if e.session_id == session_id
+            ],
             lock_holders={
                 self.scheduler.label_of(t)
                 for t in self.bus.inside.get(lock, set())

@@ -30,6 +30,8 @@ class SessionView:
     resolved_call_ids: list[str] = field(default_factory=list)
     context_hints: list[str] = field(default_factory=list)
     context_user_texts: list[str] = field(default_factory=list)
+    #: The notes of the desk tool calls that ran for this session.
+    tool_runs: list[str] = field(default_factory=list)
 
     def last_reply_end(self) -> str | None:
         """``finished_reason`` of the last ``REPLY_END`` event, if any."""
@@ -46,3 +48,5 @@ class Observation:
     #: Settled with the clock moved past every lease and TTL: whatever is
     #: still waiting now waits forever.
     past_leases: bool = False
+    #: Whether agentscope's wake-up dispatcher loop is still running.
+    dispatcher_alive: bool = True

@@ -29,6 +29,8 @@ INVARIANT_TITLES = {
     "I8": "parked-message-not-lost",
     "I10": "failure-reported-once",
     "I11": "nothing-waits-forever",
+    "I12": "calls-run-as-answered",
+    "I13": "dispatcher-survives-bus-faults",
 }
 
 
@@ -57,12 +59,18 @@ class Ledger:
     parked_messages: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
     #: Sessions whose run's process crashed.
     crashed: set[str] = field(default_factory=set)
+    #: Per session, each confirmation answer: (call id, the call's note,
+    #: confirmed or denied).
+    confirmations: dict[str, list[tuple[str, str, bool]]] = field(default_factory=dict)
 
     def deliver(self, alias: str, marker: str) -> None:
         self.delivered.setdefault(alias, []).append(marker)
 
     def decide(self, alias: str, tool_call_id: str) -> None:
         self.decisions.setdefault(alias, []).append(tool_call_id)
+
+    def confirm(self, alias: str, call_id: str, note: str, confirmed: bool) -> None:
+        self.confirmations.setdefault(alias, []).append((call_id, note, confirmed))
 
     def message_while_parked(self, alias: str, marker: str, refused: bool) -> None:
         self.parked_messages.setdefault(alias, []).append((marker, refused))
@@ -346,6 +354,50 @@ def nothing_waits_forever(obs: Observation, ledger: Ledger) -> None:
         )
 
 
+def calls_run_as_answered(obs: Observation, ledger: Ledger) -> None:
+    """I12: once settled, every call the user confirmed ran exactly once
+    and every call the user denied never ran.
+
+    With several calls waiting in one turn the user answers them one at a
+    time: each answer must apply to its own call only, whatever arrives in
+    between."""
+    if not obs.settled:
+        return
+    for alias, answers in ledger.confirmations.items():
+        view = obs.sessions.get(alias)
+        if view is None:
+            continue
+        for call_id, note, confirmed in answers:
+            runs = view.tool_runs.count(note)
+            if runs == (1 if confirmed else 0):
+                continue
+            raise InvariantViolated(
+                "I12",
+                "each call runs as the user answered it",
+                f"{alias}'s call {call_id} ({note!r}), "
+                f"{'confirmed' if confirmed else 'denied'} by the user, runs "
+                f"{'exactly once' if confirmed else 'never'}",
+                f"it ran {runs} time(s); {alias} is {view.parked_status}",
+            )
+
+
+def dispatcher_survives(obs: Observation, ledger: Ledger) -> None:
+    """I13: the wake-up dispatcher keeps running whatever one bus operation
+    does.
+
+    It is the only party that turns queued triggers into runs: once its
+    loop ends, every later wake-up, resume and channel message of the
+    process waits in the queue for good."""
+    if not obs.dispatcher_alive:
+        faults = ", ".join(sorted(ledger.faults)) or "none"
+        raise InvariantViolated(
+            "I13",
+            "the wake-up dispatcher survives a failed bus operation",
+            "agentscope's WakeupDispatcher loop is still running",
+            f"its loop has ended (sessions with injected faults: {faults})",
+        )
+
+
 STEP_INVARIANTS = (
     no_error_reply_without_fault,
     no_spurious_leader_reminder,
@@ -356,6 +408,8 @@ STEP_INVARIANTS = (
     parked_messages_reach_the_agent,
     failures_reported_once,
     nothing_waits_forever,
+    calls_run_as_answered,
+    dispatcher_survives,
 )
 
 

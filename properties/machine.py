@@ -44,7 +44,8 @@ from agentscope.message import (
 )
 from fastapi import HTTPException
 
-from fakes.model import CallTool, Fail, Text
+from fakes.model import CallTool, CallTools, Fail, Text
+from fakes.permission_gate import BATCH_EXTERNAL_JOB, BATCH_GATED_ACTION
 from harness import agentscope_under_test
 from harness.controlled_bus import describe_payload
 from harness.controlled_world import LEADER, SOLO, WORKER, ControlledWorld
@@ -66,6 +67,13 @@ TURNS = ("calls GatedAction", "calls ExternalJob", "answers")
 #: A turn whose model call raises: an injected fault (only machines that
 #: list it in ``turns`` script it).
 FAILS = "fails"
+
+#: A turn with several calls at once: two that ask the user, one external
+#: job (these three park together) and one the policy denies.
+SEVERAL_CALLS = "calls several tools"
+
+#: The events a reply parks on, one per call that waits.
+_REQUEST_KINDS = ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
 
 #: Where an inbox payload comes from.
 SOURCES = ("team member", "channel", "background task")
@@ -148,13 +156,26 @@ def _story_step(step):
     return played
 
 
-def _turns(alias: str, turn: str) -> list:
+def _turns(alias: str, turn: str, tag: str = "") -> list:
+    """The scripted model turn(s) for ``turn``; ``tag`` makes each call's
+    note unique, so the desk can tell which call ran."""
     if turn == "calls GatedAction":
         return [CallTool("GatedAction", {"note": f"{alias} needs approval"})]
     if turn == "calls ExternalJob":
         return [CallTool("ExternalJob", {"note": f"{alias} hands off a job"})]
     if turn == FAILS:
         return [Fail(f"{alias}'s model is unavailable")]
+    if turn == SEVERAL_CALLS:
+        return [
+            CallTools(
+                (
+                    CallTool(BATCH_GATED_ACTION, {"note": f"{alias} {tag} change A"}),
+                    CallTool(BATCH_GATED_ACTION, {"note": f"{alias} {tag} change B"}),
+                    CallTool(BATCH_EXTERNAL_JOB, {"note": f"{alias} {tag} job C"}),
+                    CallTool("ForbiddenAction", {"note": f"{alias} {tag} forbidden D"}),
+                ),
+            ),
+        ]
     return []  # the script's own ending: text, or a report for a worker
 
 
@@ -214,7 +235,7 @@ class HitlMachine(RuleBasedStateMachine):
     #: Invariants about the settled world; only machines enforcing one of
     #: them pay for settling at the end of every example (the others meet
     #: settled worlds through the ``everything_settles`` rule).
-    END_STATE = frozenset({"I5", "I7", "I8", "I10", "I11"})
+    END_STATE = frozenset({"I5", "I7", "I8", "I10", "I11", "I12"})
 
     #: Invariants about a world settled past every lease (liveness).
     PAST_LEASES = frozenset({"I11"})
@@ -363,6 +384,7 @@ class HitlMachine(RuleBasedStateMachine):
         if answered is None:
             return
         ask, calls = answered
+        self._record_confirmations(session, calls, decision == "confirms")
         answer = UserConfirmResultEvent(
             reply_id=ask["reply_id"],
             confirm_results=[
@@ -586,7 +608,9 @@ class HitlMachine(RuleBasedStateMachine):
 
     def _script(self, session: str, turn: str) -> None:
         """Queue ``session``'s next model turn; a failing one is a fault."""
-        self.w.world.script(session).add(*_turns(session, turn))
+        self.w.world.script(session).add(
+            *_turns(session, turn, tag=f"turn-{next(self._markers)}"),
+        )
         if turn == FAILS:
             self.ledger.faults.add(session)
 
@@ -664,21 +688,32 @@ class HitlMachine(RuleBasedStateMachine):
             self.ledger.decide(session, call.id)
         return ask, calls
 
+    def _record_confirmations(self, session: str, calls, confirmed: bool) -> None:
+        for call in calls:
+            note = json.loads(call.input or "{}").get("note", "")
+            self.ledger.confirm(session, call.id, note, confirmed)
+
     def _open_request(self, session: str, kind: str) -> dict | None:
-        """The newest request of ``kind`` whose calls nobody answered."""
+        """The newest request of ``kind`` in the session's current parked
+        reply whose calls nobody answered (a turn with several calls asks
+        once per call, and the user may answer them one at a time)."""
         if session not in self.sessions:
             return None
         events = self.w.bus.appended.get(
             MessageBusKeys.session_events(self.sessions[session]),
             [],
         )
+        requests = [e for e in events if e.get("type") in _REQUEST_KINDS]
+        if not requests:
+            return None
+        current = requests[-1].get("reply_id")
         decided = set(self.ledger.decisions.get(session, []))
-        for event in reversed(events):
-            if event.get("type") == kind:
-                calls = [c["id"] for c in event.get("tool_calls", [])]
-                if calls and not set(calls) & decided:
-                    return event
+        for event in reversed(requests):
+            if event.get("reply_id") != current:
                 return None
+            calls = [c["id"] for c in event.get("tool_calls", [])]
+            if event.get("type") == kind and calls and not set(calls) & decided:
+                return event
         return None
 
     def _asks_confirmation(self, session: str) -> bool:

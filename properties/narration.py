@@ -15,6 +15,11 @@ _TURN_WORDS = {
     "calls ExternalJob": "calls ExternalJob, which waits for an external result (SUBMITTED)",
     "answers": "answers with text (no tool call)",
     "fails": "call fails (the model raises: an injected fault)",
+    "calls several tools": (
+        "calls four tools at once: two BatchGatedAction calls and a BatchExternalJob "
+        "(which park together: ASKING, ASKING, SUBMITTED) and a ForbiddenAction "
+        "(denied by policy)"
+    ),
 }
 
 

@@ -11,13 +11,15 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from properties.invariants import INVARIANT_TITLES
-from properties.machine import FAILS, TURNS, machine_enforcing
+from properties.machine import FAILS, SEVERAL_CALLS, TURNS, machine_enforcing
 
 #: The rules a property needs beyond the seed stories of I1–I7.
 RULES_FOR = {
     "I8": {"parked_messages": True},
     "I10": {"turns": (*TURNS, FAILS)},
-    "I11": {"crashes": True, "bus_faults": True, "turns": (*TURNS, FAILS)},
+    "I11": {"crashes": True, "turns": (*TURNS, FAILS)},
+    "I12": {"turns": (*TURNS, SEVERAL_CALLS)},
+    "I13": {"bus_faults": True},
 }
 
 

@@ -254,6 +254,32 @@ def test_I11_fires_on_a_payload_or_a_lease_that_waits_forever():
         Observation({"solo": SessionView("solo", "s")}, settled=True, past_leases=True), ledger)
 
 
+# ── I12 ───────────────────────────────────────────────────────────────
+
+
+def test_I12_fires_when_a_call_runs_other_than_the_user_answered():
+    ledger = Ledger()
+    ledger.confirm("solo", "call-1", "change A", confirmed=True)
+    ledger.confirm("solo", "call-2", "change B", confirmed=False)
+    for runs in ([], ["change A", "change A"], ["change A", "change B"]):
+        view = SessionView("solo", "s", tool_runs=runs)
+        _fires("I12", inv.calls_run_as_answered, Observation({"solo": view}, settled=True), ledger)
+    right = SessionView("solo", "s", tool_runs=["change A", "other"])
+    inv.calls_run_as_answered(Observation({"solo": right}, settled=True), ledger)
+    # Not settled: the confirmed call may not have run yet.
+    inv.calls_run_as_answered(Observation({"solo": SessionView("solo", "s")}), ledger)
+
+
+# ── I13 ───────────────────────────────────────────────────────────────
+
+
+def test_I13_fires_when_the_dispatcher_loop_has_ended():
+    ledger = Ledger(faults={"solo"})
+    violation = _fires("I13", inv.dispatcher_survives, Observation(dispatcher_alive=False), ledger)
+    assert "solo" in str(violation)
+    inv.dispatcher_survives(Observation(dispatcher_alive=True), ledger)
+
+
 def test_every_invariant_has_a_firing_test():
     tested = {name.split("_")[1] for name in globals() if name.startswith("test_I")}
     assert tested == set(inv.INVARIANT_TITLES)
