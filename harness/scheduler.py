@@ -29,10 +29,14 @@ from typing import Any, Callable
 from .event_loop import VirtualTimeEventLoop
 from .trace import Trace
 
-#: A world that takes more releases than this to settle is livelocked. (A
-#: dispatcher retrying a trigger every 0.1 s behind a crashed run's 600 s
-#: session lease takes about 30000.)
-SETTLE_STEP_LIMIT = 40000
+#: Releases at one virtual instant before a world counts as livelocked
+#: (tasks that keep waking each other without time passing).
+SETTLE_STEP_LIMIT = 5000
+
+#: Virtual seconds a world may keep busy while settling: longer than any
+#: lease agentscope sets (600 s), so a dispatcher retrying every 0.1 s
+#: behind a crashed run's lock settles, and one retrying forever does not.
+SETTLE_HORIZON = 3600.0
 
 
 class WorldDidNotSettle(AssertionError):
@@ -262,30 +266,55 @@ class Scheduler:
 
     def advance(self, record: ControlledTask) -> None:
         """Release one parked task past its switch point, then quiesce."""
+        self._release(record)
+        self.quiesce()
+
+    def _release(self, record: ControlledTask) -> None:
         if not record.parked:
             raise RuntimeError(f"{record!r} is not parked at a switch point")
         assert record.gate is not None
         record.gate.set_result(None)
         self.releases += 1
-        self.quiesce()
 
-    def settle(self, limit: int = SETTLE_STEP_LIMIT) -> None:
+    def settle(
+        self,
+        limit: int = SETTLE_STEP_LIMIT,
+        horizon: float = SETTLE_HORIZON,
+    ) -> None:
         """Let everything finish: release parked tasks oldest first and
-        jump the clock to the next timer whenever nothing else can move."""
-        for _ in range(limit):
-            self.quiesce()
+        jump the clock to the next timer whenever nothing else can move.
+        Raises :class:`WorldDidNotSettle` on ``limit`` releases without the
+        clock moving, or when work is still due ``horizon`` virtual seconds
+        on. (One coroutine does it all: settling can take tens of
+        thousands of releases, and re-entering the loop for each costs.)"""
+        self.run_uncontrolled(self._settle(limit, horizon))
+        self._label_new_tasks()
+
+    async def _settle(self, limit: int, horizon: float) -> None:
+        give_up_at = self.loop.clock.now() + horizon
+        steps = 0
+        while True:
+            await self._until_quiescent()
             parked = self.parked()
             if parked:
-                self.advance(parked[0])
+                steps += 1
+                if steps > limit:
+                    raise WorldDidNotSettle(
+                        f"{limit} releases without virtual time passing; "
+                        f"still parked: {self.parked()}",
+                    )
+                self._release(parked[0])
                 continue
             deadline = self.loop.next_timer_deadline()
             if deadline is None:
                 return
+            if deadline > give_up_at:
+                raise WorldDidNotSettle(
+                    f"still busy {horizon:g} virtual seconds on: a timer is "
+                    f"due at {deadline:g} s (now {self.loop.clock.now():g} s)",
+                )
             self.loop.clock.advance_to(max(deadline, self.loop.clock.now()))
-        raise WorldDidNotSettle(
-            f"the world did not settle within {limit} steps; still parked: "
-            f"{self.parked()}",
-        )
+            steps = 0
 
     def pass_time(self, seconds: float) -> None:
         """Jump the clock forward, firing each timer that falls due."""

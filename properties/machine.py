@@ -49,6 +49,7 @@ from fakes.permission_gate import BATCH_EXTERNAL_JOB, BATCH_GATED_ACTION
 from harness import agentscope_under_test
 from harness.controlled_bus import describe_payload
 from harness.controlled_world import LEADER, SOLO, WORKER, ControlledWorld
+from harness.scheduler import WorldDidNotSettle
 from harness.observation import Observation
 
 from .counterexample import Counterexample, Step
@@ -245,11 +246,11 @@ class HitlMachine(RuleBasedStateMachine):
             if self.checked & self.END_STATE and not self._failed:
                 self.steps.append(Step("teardown"))
                 try:
-                    self.w.settle()
+                    self._settle()
                     past_leases = bool(self.checked & self.PAST_LEASES)
                     if past_leases:
                         self.w.scheduler.pass_time(PAST_EVERY_LEASE)
-                        self.w.settle()
+                        self._settle()
                     self._check(self.w.observe(settled=True, past_leases=past_leases))
                 except Exception as failure:
                     self._attach_counterexample(failure)
@@ -570,7 +571,7 @@ class HitlMachine(RuleBasedStateMachine):
     @_story_step
     def everything_settles(self) -> None:
         """Every task runs to its end, with time passing as needed."""
-        self.w.settle()
+        self._settle()
 
     # ── invariants ────────────────────────────────────────────────────
 
@@ -597,6 +598,24 @@ class HitlMachine(RuleBasedStateMachine):
                     "by task):\n" + "\n".join(tail),
                 )
                 raise
+
+    def _settle(self) -> None:
+        """Settle the world; one that never settles breaks liveness (I11)."""
+        try:
+            self.w.settle()
+        except WorldDidNotSettle as stuck:
+
+            def never_settles():
+                raise InvariantViolated(
+                    "I11",
+                    "nothing waits forever",
+                    "the world settles: every trigger is eventually "
+                    "dispatched or dropped",
+                    str(stuck),
+                )
+
+            self._enforce(never_settles)
+            raise
 
     def _settled(self) -> bool:
         return (
