@@ -91,7 +91,11 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_report_header(config: pytest.Config) -> list[str]:
     import reference_fix  # pylint: disable=import-outside-toplevel
 
-    fix = "ON" if reference_fix.is_applied() else "off"
+    fix = (
+        "ON (" + ", ".join(p.name for p in reference_fix.applied()) + ")"
+        if reference_fix.is_applied()
+        else "off"
+    )
     return [
         f"hitl-harness: testing {agentscope_under_test.describe()}",
         f"hitl-harness: reference fix {fix}; hypothesis profile "

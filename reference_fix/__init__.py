@@ -1,29 +1,83 @@
-"""The reference fix for the parked-inbox bug (agentscope 2.0.7 and 2.0.8).
+"""The reference fixes: agentscope patched the way this project proposes.
 
 The one place in this project that patches agentscope, and only when asked
-(``pytest --reference-fix``, ``hitl-harness ... --with-fix``). See
-:mod:`reference_fix.parked_continuation`.
+(``pytest --reference-fix``, ``hitl-harness ... --with-fix``). Each fix is a
+:class:`~reference_fix.source_patch.SourcePatch` with the releases it
+targets and the properties it makes hold there:
+
+- :mod:`reference_fix.parked_continuation` (2.0.7, 2.0.8): the reported
+  parked-inbox bug (I1, I2);
+- :mod:`reference_fix.dispatcher_survival` (2.0.7–2.0.11): the dispatcher
+  loop ending on one failed bus operation (I13).
+
+:func:`apply` applies every fix that targets the installed agentscope.
 """
-from .parked_continuation import (
-    COVERS,
-    FixRefused,
-    apply,
-    check_target,
-    is_applied,
-    refusal,
-    remove,
-    unified_diff,
-    TARGET_RELEASES,
-)
+from __future__ import annotations
+
+from . import dispatcher_survival, parked_continuation
+from .source_patch import FixRefused, SourcePatch
+
+#: Every fix, in the order they are applied.
+PATCHES: tuple[SourcePatch, ...] = (parked_continuation.PATCH, dispatcher_survival.PATCH)
+
+
+def applicable() -> list[SourcePatch]:
+    """The fixes that target the installed agentscope."""
+    return [p for p in PATCHES if p.refusal() is None]
+
+
+def refusal() -> str | None:
+    """Why no fix applies to the installed agentscope (None if one does)."""
+    if applicable():
+        return None
+    return "; ".join(p.refusal() or "" for p in PATCHES)
+
+
+def apply() -> list[SourcePatch]:
+    """Apply every fix that targets the installed agentscope; raises
+    :class:`FixRefused` (saying why for each) when none does."""
+    why = refusal()
+    if why is not None:
+        raise FixRefused(why)
+    chosen = applicable()
+    for patch in chosen:
+        patch.apply()
+    return chosen
+
+
+def remove() -> None:
+    """Undo :func:`apply`."""
+    for patch in PATCHES:
+        patch.remove()
+
+
+def is_applied() -> bool:
+    """Whether any fix is in effect."""
+    return any(p.is_applied() for p in PATCHES)
+
+
+def applied() -> list[SourcePatch]:
+    """The fixes in effect."""
+    return [p for p in PATCHES if p.is_applied()]
+
+
+def describe(patches=PATCHES) -> str:
+    """One line per fix: name, what it does, where, what it covers."""
+    return "\n".join(
+        f"{p.name}: {p.what} (agentscope {', '.join(p.targets)}; covers {', '.join(p.covers)})"
+        for p in patches
+    )
+
 
 __all__ = [
-    "COVERS",
     "FixRefused",
-    "TARGET_RELEASES",
+    "PATCHES",
+    "SourcePatch",
+    "applicable",
+    "applied",
     "apply",
-    "check_target",
+    "describe",
     "is_applied",
     "refusal",
     "remove",
-    "unified_diff",
 ]

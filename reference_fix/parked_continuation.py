@@ -21,13 +21,10 @@ they cannot drift apart. :func:`apply` refuses any release whose
 """
 from __future__ import annotations
 
-import difflib
-import inspect
-import textwrap
-from pathlib import Path
+from .source_patch import FixRefused, SourcePatch
 
 #: Releases whose continuation lacks the guard (2.0.9 added its own).
-TARGET_RELEASES = ("2.0.7", "2.0.8")
+TARGET_RELEASES = ("2.0.7", "2.0.7.post1", "2.0.8")
 
 #: The properties this fix makes hold on those releases (proven by running
 #: the property suite with ``--reference-fix``; see the README).
@@ -62,106 +59,62 @@ GUARDED = """\
                     input_msg = None
 """
 
-_original_run_impl = None
-
-
-class FixRefused(RuntimeError):
-    """The installed agentscope is not a release this fix was written for."""
-
-
-def _chat_module():
-    from agentscope.app._service import _chat  # pylint: disable=import-outside-toplevel
-
-    return _chat
+PATCH = SourcePatch(
+    name="parked-continuation",
+    module="agentscope.app._service._chat",
+    cls="ChatService",
+    method="_run_impl",
+    before=UNGUARDED,
+    after=GUARDED,
+    targets=TARGET_RELEASES,
+    covers=COVERS,
+    what="a parked run leaves its continuation loop instead of taking a None turn",
+)
 
 
 def check_target(version: str, chat_source: str) -> str:
     """Accept ``version`` and its ``_chat.py`` text, or raise
     :class:`FixRefused` saying why; returns the version."""
-    if version not in TARGET_RELEASES:
-        raise FixRefused(
-            f"the reference fix targets agentscope {', '.join(TARGET_RELEASES)};"
-            f" this agentscope is {version}. Later releases carry their own "
-            "guard: test them unpatched.",
-        )
-    if UNGUARDED not in chat_source:
-        raise FixRefused(
-            f"agentscope {version}'s _chat.py does not contain the unguarded "
-            "continuation this fix replaces (a modified checkout?)",
-        )
-    return version
-
-
-def _check_installed() -> str:
-    import agentscope  # pylint: disable=import-outside-toplevel
-
-    source_file = Path(inspect.getsourcefile(_chat_module()))
-    try:
-        return check_target(
-            agentscope.__version__,
-            source_file.read_text(encoding="utf-8"),
-        )
-    except FixRefused as refused:
-        raise FixRefused(f"{refused} [{source_file}]") from None
+    return PATCH.check_target(version, chat_source)
 
 
 def refusal() -> str | None:
     """Why :func:`apply` would refuse the installed agentscope (or None)."""
-    try:
-        _check_installed()
-    except FixRefused as refused:
-        return str(refused)
-    return None
+    return PATCH.refusal()
 
 
 def is_applied() -> bool:
     """Whether :func:`apply` is in effect."""
-    return _original_run_impl is not None
+    return PATCH.is_applied()
 
 
-def apply() -> str:
-    """Patch ``ChatService._run_impl`` in this process; returns the version.
-
-    Raises :class:`FixRefused` on any other release or source."""
-    global _original_run_impl  # pylint: disable=global-statement
-    version = _check_installed()
-    if is_applied():
-        return version
-    chat = _chat_module()
-    original = chat.ChatService._run_impl
-    method_source = inspect.getsource(original)
-    if UNGUARDED not in method_source:
-        raise FixRefused("the continuation code was not found in _run_impl")
-    fixed = textwrap.dedent(method_source.replace(UNGUARDED, GUARDED, 1))
-    # Keep tracebacks pointing at the right lines of _chat.py.
-    fixed = "\n" * (original.__code__.co_firstlineno - 1) + fixed
-    namespace = dict(vars(chat))
-    code = compile(fixed, inspect.getsourcefile(chat), "exec")
-    exec(code, namespace)  # pylint: disable=exec-used
-    chat.ChatService._run_impl = namespace["_run_impl"]
-    _original_run_impl = original
-    return version
+def apply() -> None:
+    """Patch ``ChatService._run_impl`` in this process; raises
+    :class:`FixRefused` on any other release or source."""
+    PATCH.apply()
 
 
 def remove() -> None:
     """Undo :func:`apply`."""
-    global _original_run_impl  # pylint: disable=global-statement
-    if _original_run_impl is not None:
-        _chat_module().ChatService._run_impl = _original_run_impl
-        _original_run_impl = None
+    PATCH.remove()
 
 
 def unified_diff() -> str:
     """The fix as a unified diff against the installed ``_chat.py``."""
-    _check_installed()
-    path = Path(inspect.getsourcefile(_chat_module()))
-    before = path.read_text(encoding="utf-8")
-    after = before.replace(UNGUARDED, GUARDED, 1)
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile="a/src/agentscope/app/_service/_chat.py",
-            tofile="b/src/agentscope/app/_service/_chat.py",
-        ),
-    )
+    return PATCH.unified_diff()
+
+
+__all__ = [
+    "COVERS",
+    "FixRefused",
+    "GUARDED",
+    "PATCH",
+    "TARGET_RELEASES",
+    "UNGUARDED",
+    "apply",
+    "check_target",
+    "is_applied",
+    "refusal",
+    "remove",
+    "unified_diff",
+]

@@ -15,12 +15,13 @@ import sys
 import pytest
 
 import reference_fix
+from reference_fix import parked_continuation
 from harness import agentscope_under_test
 from harness.replaying import PASSES, STILL_FAILS, replay_folder
 from properties.counterexample import Counterexample, Step
 from properties.replay import replay
 
-BUGGY = agentscope_under_test.version() in reference_fix.TARGET_RELEASES
+BUGGY = agentscope_under_test.version() in parked_continuation.TARGET_RELEASES
 
 REPORT_STORY = Counterexample(
     code="I1", title="", statement="", failure="", trace="", events={},

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-import reference_fix
+from reference_fix import parked_continuation
 from harness import agentscope_under_test
 from harness.controlled_world import LEADER, SOLO, WORKER
 from harness.story import program_lines, story_steps
@@ -42,8 +42,8 @@ SCENARIOS = {
 def has_the_bug() -> bool:
     """Whether the agentscope under test should show the bug."""
     return (
-        agentscope_under_test.version() in reference_fix.TARGET_RELEASES
-        and not reference_fix.is_applied()
+        agentscope_under_test.version() in parked_continuation.TARGET_RELEASES
+        and not parked_continuation.is_applied()
     )
 
 

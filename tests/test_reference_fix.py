@@ -17,7 +17,7 @@ from harness import agentscope_under_test
 from reference_fix import parked_continuation as fix
 
 PATCH = Path(__file__).resolve().parent.parent / "patches" / "agentscope-2.0.8-parked-continuation-guard.diff"
-TARGETED = agentscope_under_test.version() in reference_fix.TARGET_RELEASES
+TARGETED = agentscope_under_test.version() in fix.TARGET_RELEASES
 
 
 def _chat_source() -> str:
@@ -27,12 +27,12 @@ def _chat_source() -> str:
 
 
 def test_refuses_a_release_it_was_not_written_for():
-    with pytest.raises(reference_fix.FixRefused, match=r"targets agentscope 2\.0\.7, 2\.0\.8.*2\.0\.11"):
+    with pytest.raises(reference_fix.FixRefused, match=r"targets agentscope 2\.0\.7.*2\.0\.8; this agentscope is 2\.0\.11"):
         fix.check_target("2.0.11", _chat_source())
 
 
 def test_refuses_a_targeted_release_whose_code_is_not_what_it_expects():
-    with pytest.raises(reference_fix.FixRefused, match="does not contain the unguarded continuation"):
+    with pytest.raises(reference_fix.FixRefused, match="does not contain the code the parked-continuation fix replaces"):
         fix.check_target("2.0.8", "def _run_impl(): ...  # a modified checkout")
 
 
@@ -56,14 +56,54 @@ def test_on_the_installed_release_it_applies_and_removes_or_refuses():
 
     if not TARGETED:
         with pytest.raises(reference_fix.FixRefused, match=agentscope_under_test.version()):
-            reference_fix.apply()
+            fix.apply()
         return
-    was_applied = reference_fix.is_applied()
+    was_applied = fix.is_applied()
     try:
-        reference_fix.apply()
+        fix.apply()
         assert "has_awaiting_tool_calls" in ChatService._run_impl.__code__.co_names
-        assert reference_fix.unified_diff().strip() == PATCH.read_text(encoding="utf-8").strip()
+        assert fix.unified_diff().strip() == PATCH.read_text(encoding="utf-8").strip()
     finally:
         if not was_applied:
-            reference_fix.remove()
+            fix.remove()
             assert "has_awaiting_tool_calls" not in ChatService._run_impl.__code__.co_names
+
+
+# ── the dispatcher-survival fix ───────────────────────────────────────
+
+from reference_fix import dispatcher_survival  # noqa: E402
+from properties.machine import machine_enforcing  # noqa: E402
+
+DISPATCHER_PATCH = PATCH.parent / "agentscope-2.0.8-dispatcher-survival.diff"
+
+
+def _dispatcher_story() -> bool:
+    """A failed lock check in the dispatcher, then a delivery: whether the
+    dispatcher's loop is still running afterwards."""
+    machine = machine_enforcing("I13", bus_faults=True)()
+    machine.bus_operation_fails(operation="is_locked session lock", session="solo")
+    machine.payload_arrives(source="channel", to="solo")
+    try:
+        machine.dispatcher_processes_queue()
+    except AssertionError as violation:  # I13, where the loop ends
+        assert "I13" in str(violation)
+    alive = machine.w.dispatcher() is not None
+    machine.w.close()
+    return alive
+
+
+def test_the_dispatcher_dies_of_one_failed_bus_call_unless_fixed():
+    if dispatcher_survival.PATCH.refusal() is not None:
+        pytest.skip(dispatcher_survival.PATCH.refusal())
+    assert not _dispatcher_story(), "without the fix the loop ends (I13 finds it)"
+    dispatcher_survival.PATCH.apply()
+    try:
+        assert _dispatcher_story()
+        assert dispatcher_survival.PATCH.unified_diff().strip() == (
+            DISPATCHER_PATCH.read_text(encoding="utf-8").strip()
+        )
+    finally:
+        dispatcher_survival.PATCH.remove()
+    from agentscope.app._manager._wakeup_dispatcher import WakeupDispatcher
+
+    assert not hasattr(WakeupDispatcher, "_requeue_after_failure"), "remove() takes the added method away"

@@ -43,10 +43,9 @@ def gate(
 
     print()
     print(f"hitl-harness gate (profile {profile}; reference fix "
-          f"{'requested' if with_fix else 'off'}"
-          + (f", covers {', '.join(reference_fix.COVERS)} on agentscope "
-             f"{', '.join(reference_fix.TARGET_RELEASES)}" if with_fix else "")
-          + ")")
+          f"{'applied where it targets the release' if with_fix else 'off'})")
+    if with_fix:
+        print("reference fixes:\n  " + reference_fix.describe().replace("\n", "\n  "))
     print(reports.table(rows))
     print(f"\nexit {int(code)}: {MEANING[code]}")
     if json_path is not None:
@@ -74,7 +73,11 @@ def _gate_one(target, *, with_fix, profile, counterexamples, workers) -> Row:
         say(f"cannot drive agentscope {row.version}: {found.get('missed')}")
         return row.could_not_run(Exit.CANNOT_DRIVE, found.get("missed") or "unknown")
     apply_fix = with_fix and not found.get("fix_refusal")
-    row.fix = "on" if apply_fix else ("n/a" if with_fix else "off")
+    row.fix = (
+        f"on ({','.join(found.get('fix_covers') or [])})"
+        if apply_fix
+        else ("n/a" if with_fix else "off")
+    )
     if with_fix and not apply_fix:
         say(f"reference fix not applied: {found['fix_refusal']}")
     say(f"running the properties on agentscope {row.version} at {row.path} "

@@ -63,6 +63,9 @@ def probe() -> dict:
         import reference_fix  # pylint: disable=import-outside-toplevel
 
         found["fix_refusal"] = reference_fix.refusal()
+        found["fix_covers"] = sorted(
+            {code for p in reference_fix.applicable() for code in p.covers},
+        )
     except Exception as error:  # pylint: disable=broad-except
         found["fix_refusal"] = _one_line(error)
     return found

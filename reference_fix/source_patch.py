@@ -1,0 +1,144 @@
+"""One textual change to one agentscope method, in two forms.
+
+A :class:`SourcePatch` replaces an exact piece of a method's source. The
+same text gives the unified diff (for an upstream pull request) and the
+runtime patch (``pytest --reference-fix``): the method's source with the
+change is compiled in its module's namespace and set on its class, so the
+two forms cannot drift apart. The replacement may define further methods
+after the patched one (they are added to the class, and removed again).
+A patch refuses any release it was not written for, and any source that
+does not contain the exact text it replaces.
+"""
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib
+import inspect
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class FixRefused(RuntimeError):
+    """The installed agentscope is not one this fix was written for."""
+
+
+#: Per patch name: the class's attributes it replaced (None: it added one).
+_REPLACED: dict[str, dict[str, object]] = {}
+
+
+@dataclass(frozen=True)
+class SourcePatch:
+    """Replace ``before`` with ``after`` in ``module.cls.method``."""
+
+    name: str
+    module: str
+    cls: str
+    method: str
+    before: str
+    after: str
+    targets: tuple[str, ...]
+    covers: tuple[str, ...]
+    what: str  # one line: what the fix does
+
+    # ── where it applies ──────────────────────────────────────────────
+
+    def check_target(self, version: str, source: str) -> str:
+        """Accept ``version`` and its module text, or raise
+        :class:`FixRefused` saying why; returns the version."""
+        if version not in self.targets:
+            raise FixRefused(
+                f"the {self.name} fix targets agentscope {', '.join(self.targets)};"
+                f" this agentscope is {version}.",
+            )
+        if self.before not in source:
+            raise FixRefused(
+                f"agentscope {version}'s {self.path} does not contain the code "
+                f"the {self.name} fix replaces (a modified checkout?)",
+            )
+        return version
+
+    @property
+    def path(self) -> str:
+        """The module's path inside an agentscope source tree."""
+        return "src/" + self.module.replace(".", "/") + ".py"
+
+    def _module(self):
+        return importlib.import_module(self.module)
+
+    def _installed_source(self) -> tuple[Path, str]:
+        path = Path(inspect.getsourcefile(self._module()))
+        return path, path.read_text(encoding="utf-8")
+
+    def refusal(self) -> str | None:
+        """Why :meth:`apply` would refuse the installed agentscope."""
+        import agentscope  # pylint: disable=import-outside-toplevel
+
+        path, source = self._installed_source()
+        try:
+            self.check_target(agentscope.__version__, source)
+        except FixRefused as refused:
+            return f"{refused} [{path}]"
+        return None
+
+    # ── the runtime form ──────────────────────────────────────────────
+
+    def is_applied(self) -> bool:
+        return self.name in _REPLACED
+
+    def apply(self) -> None:
+        """Patch the class in this process (refuses as :meth:`refusal`)."""
+        why = self.refusal()
+        if why is not None:
+            raise FixRefused(why)
+        if self.is_applied():
+            return
+        module = self._module()
+        owner = getattr(module, self.cls)
+        original = inspect.getattr_static(owner, self.method)
+        method_source = inspect.getsource(original)
+        if self.before not in method_source:
+            raise FixRefused(f"the code the {self.name} fix replaces is not in {self.method}")
+        fixed = textwrap.dedent(method_source.replace(self.before, self.after, 1))
+        # Keep tracebacks pointing at the right lines of the module.
+        fixed = "\n" * (original.__code__.co_firstlineno - 1) + fixed
+        namespace = dict(vars(module))
+        exec(compile(fixed, inspect.getsourcefile(module), "exec"), namespace)  # pylint: disable=exec-used
+        defined = [
+            node.name for node in ast.parse(fixed).body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        ]
+        _REPLACED[self.name] = {name: owner.__dict__.get(name) for name in defined}
+        for name in defined:
+            setattr(owner, name, namespace[name])
+
+    def remove(self) -> None:
+        """Undo :meth:`apply`."""
+        replaced = _REPLACED.pop(self.name, None)
+        if replaced is None:
+            return
+        owner = getattr(self._module(), self.cls)
+        for name, original in replaced.items():
+            if original is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
+
+    # ── the upstream form ─────────────────────────────────────────────
+
+    def unified_diff(self) -> str:
+        """The fix as a unified diff against the installed module."""
+        why = self.refusal()
+        if why is not None:
+            raise FixRefused(why)
+        _, before = self._installed_source()
+        after = before.replace(self.before, self.after, 1)
+        return "".join(
+            difflib.unified_diff(
+                before.splitlines(keepends=True),
+                after.splitlines(keepends=True),
+                fromfile=f"a/{self.path}",
+                tofile=f"b/{self.path}",
+            ),
+        )
