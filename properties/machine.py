@@ -28,6 +28,7 @@ from hypothesis.stateful import (
 
 from agentscope.app._bus_ops import deliver_to_inbox
 from agentscope.app._router._chat import chat as chat_endpoint
+from agentscope.app._router._session import interrupt_session
 from agentscope.app._router._schema import ChatRequest
 from agentscope.app.message_bus import MessageBusKeys
 from agentscope.event import (
@@ -150,6 +151,15 @@ class HitlMachine(RuleBasedStateMachine):
     sources: tuple[str, ...] = SOURCES
     #: Sessions the user talks to directly (workers hear from the leader).
     messaged: tuple[str, ...] = (LEADER, SOLO)
+    #: Whether the user may press stop (the ``user_interrupts`` rule). The
+    #: rule only exists on a machine class that sets this: a rule that is
+    #: merely disabled would still change which stories a seed draws.
+    interrupts: bool = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.interrupts and "user_interrupts" not in cls.__dict__:
+            cls.user_interrupts = _USER_INTERRUPTS
 
     def __init__(self) -> None:
         super().__init__()
@@ -184,7 +194,7 @@ class HitlMachine(RuleBasedStateMachine):
     #: Invariants about the settled world; only machines enforcing one of
     #: them pay for settling at the end of every example (the others meet
     #: settled worlds through the ``everything_settles`` rule).
-    END_STATE = frozenset({"I5", "I7"})
+    END_STATE = frozenset({"I5", "I7", "I9"})
 
     def teardown(self) -> None:
         try:
@@ -208,6 +218,7 @@ class HitlMachine(RuleBasedStateMachine):
             "turns": list(cls.turns),
             "sources": list(cls.sources),
             "messaged": list(cls.messaged),
+            "interrupts": cls.interrupts,
         }
 
     def _attach_counterexample(self, failure: Exception) -> None:
@@ -355,6 +366,27 @@ class HitlMachine(RuleBasedStateMachine):
             ],
         )
         self._user_posts(session, result)
+
+    def _interrupts(self, session: str) -> None:
+        """The body of ``user_interrupts`` (see :data:`_USER_INTERRUPTS`)."""
+        if session not in self.sessions:
+            return
+        self.ledger.interrupt(self.w.observe_session(session))
+        self.w.act(self._press_stop(session), f"user interrupts {session}")
+
+    async def _press_stop(self, session: str) -> None:
+        """POST /sessions/{id}/interrupt as the user, through agentscope's
+        route function."""
+        try:
+            await interrupt_session(
+                self.sessions[session],
+                agent_id=self.agents[session],
+                user_id=self.w.world.user_id,
+                chat_service=self.w.world.chat_service,
+            )
+        except HTTPException as refused:
+            if refused.status_code != 404:
+                raise
 
     # ── producers ─────────────────────────────────────────────────────
 
@@ -578,6 +610,16 @@ class HitlMachine(RuleBasedStateMachine):
     def _exists(self, session: str) -> bool:
         return session in self.sessions
 
+    def _interruptible(self, session: str) -> bool:
+        """A session the user talks to directly (a worker's stop button
+        is not the user's: its card shows in the leader's session, whose
+        interrupt agentscope does not route on) with a run alive
+        (streaming, or at its turn tail) or parked: there is something for
+        the stop button to stop."""
+        return session in self.messaged and (
+            self._has_run(session) or self._awaiting(session)
+        )
+
     def _any_open(self, kind: str) -> bool:
         return any(self._open_request(s, kind) for s in self.sessions)
 
@@ -603,8 +645,26 @@ class HitlMachine(RuleBasedStateMachine):
         return view.parked_status != "idle"
 
 
+@precondition(lambda self: any(map(self._interruptible, self.cast)))
+@rule(session=_session_where("_interruptible"))
+@_story_step
+def user_interrupts(self: HitlMachine, session: str) -> None:
+    """The user presses stop: agentscope's interrupt route, which publishes
+    on the interrupt channel while a run holds the session lock (the cancel
+    dispatcher then cancels the run) and otherwise queues a resume trigger
+    carrying the interrupt (the wake-up dispatcher runs it). Sent while a
+    run is alive or the session is parked; recorded in the ledger with what
+    the session was doing at that moment."""
+    self._interrupts(session)  # pylint: disable=protected-access
+
+
+#: The rule a machine class with ``interrupts = True`` gets.
+_USER_INTERRUPTS = user_interrupts
+del user_interrupts
+
+
 def machine_enforcing(*codes: str, **narrowing) -> type[HitlMachine]:
     """A :class:`HitlMachine` that enforces only ``codes`` (and optionally
-    narrows ``turns`` or ``cast``)."""
+    narrows ``turns`` or ``cast``, or turns on ``interrupts``)."""
     name = "HitlMachine_" + "_".join(codes)
     return type(name, (HitlMachine,), {"checked": frozenset(codes), **narrowing})
