@@ -37,14 +37,18 @@ class SessionView:
 
     def open_reply_id(self) -> str | None:
         """The reply in progress or parked: the most recently started
-        ``REPLY_START`` with no ``REPLY_END`` after it (a continuation
-        reopens its reply)."""
+        reply with no ``REPLY_END`` yet. A continuation ``REPLY_START``
+        (same reply id) of a parked reply makes it the newest again; one of
+        a reply that already ended (agentscope publishes those when a
+        resume finds nothing to resume) reopens nothing."""
         started: list[str] = []
+        ended: set[str] = set()
         for event in self.events:
             reply_id = event.get("reply_id")
-            if event.get("type") == "REPLY_START":
+            if event.get("type") == "REPLY_START" and reply_id not in ended:
                 started = [r for r in started if r != reply_id] + [reply_id]
             elif event.get("type") == "REPLY_END":
+                ended.add(reply_id)
                 started = [r for r in started if r != reply_id]
         return started[-1] if started else None
 

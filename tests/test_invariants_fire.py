@@ -232,6 +232,13 @@ def test_I9_records_the_moment_the_user_pressed_stop():
         run_alive=True,
     )
     assert not Ledger().interrupt(already_interrupted).has_target  # a second click
+    reopened = SessionView(
+        "solo",
+        "s",
+        events=[*_PARKED_REPLY, _end("completed"), {"type": "REPLY_START", "reply_id": "r1"}],
+        run_alive=True,
+    )
+    assert not Ledger().interrupt(reopened).has_target  # a continuation of an ended reply
 
 
 def test_I9_fires_when_an_accepted_interrupt_is_lost():
