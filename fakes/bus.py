@@ -112,13 +112,15 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
 
     def process_died(self, tasks: list[asyncio.Task]) -> None:
         """The process running ``tasks`` died without cleaning up: from
-        now on nobody renews their leases, which run out one TTL after the
-        last heartbeat (taken as now: the longest a real lock can stay)."""
+        now on nobody renews their leases. A live holder renews every half
+        TTL (as agentscope's Redis bus does), so a lease outlives its holder
+        by between half a TTL and a whole one; taken here as half (the
+        crash came just before the next renewal)."""
         now = self._clock()
         self._dead.update(tasks)
         for lease in self._locks.values():
             if lease.owner in self._dead:
-                lease.expires_at = now + lease.ttl
+                lease.expires_at = now + lease.ttl / 2
 
     def _signal_lock(self, key: str) -> None:
         event = self._lock_changed.pop(key, None)

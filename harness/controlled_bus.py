@@ -4,7 +4,10 @@
 agentscope receives it through its constructors like any backend. Each
 operation first parks the calling task at a switch point, then delegates to
 the wrapped bus (the virtual-clock fake, agentscope's ``InMemoryMessageBus``,
-or a ``RedisMessageBus``), then records what happened. It also keeps what
+or a ``RedisMessageBus``), then records what happened. On the channels it is
+told to, the delivery of a published message to a subscriber is a switch
+point too (a subscriber that acts on a message without any bus operation of
+its own would otherwise always act the moment it is published). It also keeps what
 invariants need and the bus itself forgets: every event appended to a
 session log (agentscope trims the log at the end of each run) and every
 payload pushed to a queue.
@@ -47,6 +50,11 @@ def describe_value(value: str) -> str:
     return _excerpt(value)
 
 
+def _describe_message(payload: dict) -> str:
+    """A pub/sub message for the trace: its fields and values."""
+    return ", ".join(f"{k}={_excerpt(str(v))}" for k, v in sorted(payload.items()))
+
+
 def _excerpt(text: str, limit: int = 60) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -60,9 +68,18 @@ class InjectedBusFault(ConnectionError):
 class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
     """A ``MessageBus`` whose every operation is a switch point."""
 
-    def __init__(self, inner: MessageBus, scheduler: Scheduler) -> None:
+    def __init__(
+        self,
+        inner: MessageBus,
+        scheduler: Scheduler,
+        *,
+        deliveries: frozenset[str] = frozenset(),
+    ) -> None:
         self.inner = inner
         self._scheduler = scheduler
+        #: Channels whose every delivered message parks the subscriber
+        #: before it sees the message (a ``receive`` switch point).
+        self.deliveries = deliveries
         self.appended: dict[str, list[dict]] = defaultdict(list)
         self.pushed: dict[str, list[dict]] = defaultdict(list)
         #: Tasks inside each lock by their own account (acquired, not
@@ -178,6 +195,9 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         await self._scheduler.switch_point(Op("subscribe", key))
         self._scheduler.record("subscribe", key)
         async for item in self.inner.subscribe(key, on_ready=on_ready):
+            if key in self.deliveries:
+                await self._scheduler.switch_point(Op("receive", key))
+                self._scheduler.record("receive", key, _describe_message(item))
             yield item
 
     async def aclose(self) -> None:

@@ -5,12 +5,13 @@ builds agentscope's app layer (:mod:`harness.world`) on a
 :class:`~harness.event_loop.VirtualTimeEventLoop`, hands agentscope a
 :class:`~harness.controlled_bus.ControlledBus` around the fake bus and a
 :class:`~harness.controlled_storage.SerialStorage` around the real storage,
-starts the real ``WakeupDispatcher``, then switches control on.
+starts the real ``WakeupDispatcher`` and ``CancelDispatcher``, then switches
+control on.
 
 Tasks come in two kinds. *Actors* are the independent parties of a story:
-every chat run (spawned by agentscope's run registry), the dispatcher, its
-backoff retries, and each action the harness performs on a user's or a
-producer's behalf. Every other task is a *helper* of the actor that created
+every chat run (spawned by agentscope's run registry), the wake-up
+dispatcher, its backoff retries, the cancel dispatcher's loops, and each
+action the harness performs on a user's or a producer's behalf. Every other task is a *helper* of the actor that created
 it (a run's shielded persist, SQLAlchemy's session closers), and moves
 whenever its actor is moved (:meth:`ControlledWorld.finish`). The
 interleaving choices are between actors.
@@ -49,8 +50,24 @@ from .world import (
 #: The cast every story starts with: agent names, also their aliases.
 LEADER, WORKER, SOLO = "leader", "worker", "solo"
 
-#: Task names agentscope gives its independent parties.
-_AGENTSCOPE_ACTOR = re.compile(r"(-run:|-retry:|^wakeup-dispatcher$)")
+#: Task names agentscope gives its independent parties: runs
+#: (``chat-run:``, ``wake-run:``, ``resume-run:``), the wake-up dispatcher
+#: and its backoff retries, and the cancel dispatcher's three loops
+#: (``cancel-dispatcher:session``, ``:task``, ``:interrupt``).
+_AGENTSCOPE_ACTOR = re.compile(
+    r"(-run:|-retry:|^wakeup-dispatcher$|^cancel-dispatcher:)",
+)
+
+#: Channels the cancel dispatcher acts on as soon as a message arrives,
+#: with no bus operation of its own: each delivery is a switch point, so
+#: when an interrupt reaches it is an interleaving choice.
+CANCEL_CHANNELS = frozenset(
+    {
+        MessageBusKeys.session_interrupt_channel(),
+        MessageBusKeys.session_cancel_channel(),
+        MessageBusKeys.task_cancel_channel(),
+    },
+)
 
 #: Prefix of every task the harness starts on someone's behalf.
 HARNESS_ACTOR_PREFIX = "» "
@@ -119,7 +136,11 @@ class ControlledWorld:
         self.aliases: dict[str, str] = {}
         self.scheduler = Scheduler(self.loop, rename=self.alias)
         self.fake_bus = bus or VirtualRedisBus(self.clock.now)
-        self.bus = ControlledBus(self.fake_bus, self.scheduler)
+        self.bus = ControlledBus(
+            self.fake_bus,
+            self.scheduler,
+            deliveries=CANCEL_CHANNELS,
+        )
         self.stage = theatre.stage
         self.storage = self.stage.storage
         self.world: World = self.scheduler.run_uncontrolled(
@@ -139,9 +160,11 @@ class ControlledWorld:
         return self.scheduler.run_uncontrolled(coro)
 
     def start(self) -> None:
-        """Start the dispatcher as the app's lifespan does, then take
-        control: from here on every bus operation is a switch point."""
+        """Start the wake-up, then the cancel dispatcher, as the app's
+        lifespan does, then take control: from here on every bus operation
+        is a switch point."""
         self.setup(self.world.dispatcher.__aenter__())
+        self.setup(self.world.cancel_dispatcher.__aenter__())
         self.scheduler.controlling = True
         self.scheduler.quiesce()
 
@@ -335,6 +358,7 @@ class ControlledWorld:
         self.loop.set_task_factory(None)
 
     async def _shutdown(self) -> None:
+        await self.world.cancel_dispatcher.__aexit__(None, None, None)
         await self.world.dispatcher.__aexit__(None, None, None)
         pending = [
             r.task

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+_REQUESTS = ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
+
 
 @dataclass
 class SessionView:
@@ -37,6 +39,51 @@ class SessionView:
         """``finished_reason`` of the last ``REPLY_END`` event, if any."""
         ends = [e for e in self.events if e.get("type") == "REPLY_END"]
         return ends[-1].get("finished_reason") if ends else None
+
+    def open_reply_id(self) -> str | None:
+        """The reply in progress or parked: the most recently started
+        reply with no ``REPLY_END`` yet. A continuation ``REPLY_START``
+        (same reply id) of a parked reply makes it the newest again; one of
+        a reply that already ended (agentscope publishes those when a
+        resume finds nothing to resume) reopens nothing."""
+        started: list[str] = []
+        ended: set[str] = set()
+        for event in self.events:
+            reply_id = event.get("reply_id")
+            if event.get("type") == "REPLY_START" and reply_id not in ended:
+                started = [r for r in started if r != reply_id] + [reply_id]
+            elif event.get("type") == "REPLY_END":
+                ended.add(reply_id)
+                started = [r for r in started if r != reply_id]
+        return started[-1] if started else None
+
+    def requested_call_ids(self, reply_id: str | None) -> list[str]:
+        """Ids of the calls ``reply_id`` asked the user or an external
+        system about (``REQUIRE_USER_CONFIRM`` / ``_EXTERNAL_EXECUTION``)."""
+        return [
+            call["id"]
+            for event in self.events
+            if event.get("type") in _REQUESTS and event.get("reply_id") == reply_id
+            for call in event.get("tool_calls", [])
+        ]
+
+    def call_ids_with_results(self) -> set[str]:
+        """Ids of the calls whose result was published (``TOOL_RESULT_END``:
+        run, denied, interrupted or an external result)."""
+        return {
+            e.get("tool_call_id")
+            for e in self.events
+            if e.get("type") == "TOOL_RESULT_END"
+        }
+
+    def reply_ends(self, since: int = 0) -> list[tuple[int, dict]]:
+        """``REPLY_END`` events from position ``since`` of the log on,
+        with their positions."""
+        return [
+            (n, e)
+            for n, e in enumerate(self.events)
+            if n >= since and e.get("type") == "REPLY_END"
+        ]
 
 
 @dataclass

@@ -174,7 +174,9 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     terminalreporter.section(
         f"verdicts for {agentscope_under_test.describe()}",
     )
-    for code in sorted(_VERDICTS):
+    from properties.invariants import code_order  # pylint: disable=import-outside-toplevel
+
+    for code in sorted(_VERDICTS, key=code_order):
         entry = _VERDICTS[code]
         where = f"  -> {entry['counterexample']}" if entry["counterexample"] else ""
         terminalreporter.line(

@@ -9,7 +9,8 @@ them. They come in two lifetimes:
   (creating a schema and warming a workspace cost far more than a story);
 - a :class:`World` lives for one story: a fresh bus, the background-task
   and (disabled) scheduler managers, ``ChatService``, the run registry, the
-  wake-up dispatcher, the model scripts, and new sessions and a new team.
+  wake-up and cancel dispatchers, the model scripts, and new sessions and a
+  new team.
 
 Only the chat model and the extra tools are fakes, reached through public
 extension points (a registered credential type, ``extra_agent_tools``).
@@ -33,6 +34,7 @@ import agentscope
 from agentscope.agent import Agent, ContextConfig, InjectionConfig, ReActConfig
 from agentscope.app._manager import (
     BackgroundTaskManager,
+    CancelDispatcher,
     ChatRunRegistry,
     SchedulerManager,
     WakeupDispatcher,
@@ -297,6 +299,10 @@ class World:
     chat_service: ChatService
     registry: "RunRegistry"
     dispatcher: WakeupDispatcher
+    cancel_dispatcher: CancelDispatcher
+    """Cancels this process' runs on the bus' interrupt and cancel
+    channels (what ``ChatService.interrupt`` publishes to while a run holds
+    the session lock)."""
     book: ScriptBook
     desk: ToolDesk
     sessions: dict[str, str] = field(default_factory=dict)
@@ -361,7 +367,7 @@ class World:
         return None
 
     async def close(self) -> None:
-        """Stop the dispatcher and managers, close the script book."""
+        """Stop the dispatchers and managers, close the script book."""
         await self._stack.aclose()
 
 
@@ -410,8 +416,10 @@ async def build_world(
     """agentscope's app for one story around ``message_bus``.
 
     The bus is the caller's: it is used, not entered or closed. The
-    dispatcher is built but not started (see ``WakeupDispatcher``'s own
-    ``__aenter__``); the caller starts it when it is ready to drive it.
+    dispatchers are built but not started (see ``WakeupDispatcher``'s and
+    ``CancelDispatcher``'s own ``__aenter__``); the caller starts them, in
+    that order as agentscope's lifespan does, when it is ready to drive
+    them.
     """
     storage = wrap_storage(stage.storage) if wrap_storage else stage.storage
     # Everything agentscope reaches storage through gets the same handle.
@@ -446,6 +454,12 @@ async def build_world(
         )
         dispatcher = WakeupDispatcher(message_bus, storage, chat_service, registry)
         stack.push_async_callback(dispatcher.__aexit__, None, None, None)
+        cancel_dispatcher = CancelDispatcher(
+            message_bus=message_bus,
+            registry=registry,
+            bg_manager=background_tasks,
+        )
+        stack.push_async_callback(cancel_dispatcher.__aexit__, None, None, None)
         return World(
             stage=stage,
             bus=message_bus,
@@ -455,6 +469,7 @@ async def build_world(
             chat_service=chat_service,
             registry=registry,
             dispatcher=dispatcher,
+            cancel_dispatcher=cancel_dispatcher,
             book=book,
             desk=desk,
             _stack=stack,

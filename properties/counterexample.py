@@ -143,8 +143,8 @@ The check failed at step {len(self.steps)}:
 ## Steps to reproduce
 
 The world: a team leader, a worker it can invite, and a solo session, each an agentscope
-`Agent` driven by agentscope's own `ChatService`, chat endpoint, run registry and
-`WakeupDispatcher`. Only the boundaries are fakes: the message bus (Redis semantics on a
+`Agent` driven by agentscope's own `ChatService`, chat endpoint, run registry,
+`WakeupDispatcher` and `CancelDispatcher`. Only the boundaries are fakes: the message bus (Redis semantics on a
 virtual clock), the model (scripted turns) and the tools (`GatedAction` asks the user to
 confirm, `ExternalJob` waits for an external result).
 
@@ -164,8 +164,10 @@ In code (each a rule of `properties.machine.HitlMachine`; `test_repro.py` replay
 
 Each line: sequence number, the task, the bus operation, its key, and what it returned or
 published. Tasks: `chat-run:<session>` is a run the chat endpoint spawned, `wake-run:<session>`
-one the wake-up dispatcher spawned, `wakeup-dispatcher` is agentscope's dispatcher loop, and
-`» ...` is a party the harness plays (a user, a producer).
+and `resume-run:<session>` ones the wake-up dispatcher spawned, `wakeup-dispatcher` is
+agentscope's dispatcher loop, `cancel-dispatcher:interrupt` the cancel dispatcher's loop that
+cancels a session's run when an interrupt is published (`receive`: the interrupt reaches it),
+and `» ...` is a party the harness plays (a user, a producer).
 
 ```
 {chr(10).join(timeline)}

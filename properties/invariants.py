@@ -1,8 +1,9 @@
-"""The seven invariants, each a small function of an :class:`Observation`.
+"""The invariants, each a small function of an :class:`Observation`.
 
 An observation is what the harness saw of the world at a quiescent moment
 (see :mod:`properties.observation`); a :class:`Ledger` is what the harness
-itself did to it (faults injected, payloads delivered, decisions sent).
+itself did to it (faults injected, payloads delivered, decisions and
+interrupts sent).
 Each invariant raises :class:`InvariantViolated` with what was expected and
 what happened. They are plain functions so that tests can feed them a
 deliberately broken world and watch them fire.
@@ -31,11 +32,18 @@ INVARIANT_TITLES = {
     "I11": "nothing-waits-forever",
     "I12": "calls-run-as-answered",
     "I13": "dispatcher-survives-bus-faults",
+    "I9": "interrupt-not-lost",
 }
 
 
+def code_order(code: str) -> tuple[int, str]:
+    """Sort key for property codes: I2 before I10."""
+    digits = "".join(ch for ch in code if ch.isdigit())
+    return (int(digits) if digits else 0, code)
+
+
 class InvariantViolated(AssertionError):
-    """An invariant did not hold. ``code`` is its short name (I1 … I7)."""
+    """An invariant did not hold. ``code`` is its short name (I1, I2, …)."""
 
     def __init__(self, code: str, title: str, expected: str, actual: str):
         self.code = code
@@ -45,6 +53,51 @@ class InvariantViolated(AssertionError):
         super().__init__(
             f"{code} {title}\n  expected: {expected}\n  actual:   {actual}",
         )
+
+
+@dataclass(frozen=True)
+class Interrupt:
+    """An interrupt the user sent, and what its session was doing at that
+    moment (the world is quiescent while the user presses stop, so the
+    moment is the observation taken just before)."""
+
+    alias: str
+    mark: int
+    """How many events the session had published: later ones came after."""
+    reply_id: str | None = None
+    """The reply in progress or parked (started, not ended), if any."""
+    parked_on: tuple[str, ...] = ()
+    """Calls the session awaited: asked about by the open reply (a run at
+    its turn tail has not stored them yet) or stored as ASKING/SUBMITTED,
+    and with no result published (a run that has just applied a decision
+    or an interrupt has not stored that yet either)."""
+    run_alive: bool = False
+
+    @classmethod
+    def seen(cls, view: SessionView) -> Interrupt:
+        """An interrupt sent to the session ``view`` shows."""
+        reply_id = view.open_reply_id()
+        done = view.call_ids_with_results()
+        parked_on = dict.fromkeys(
+            c
+            for c in [*view.requested_call_ids(reply_id), *view.awaiting_call_ids]
+            if c not in done
+        )
+        return cls(
+            alias=view.alias,
+            mark=len(view.events),
+            reply_id=reply_id,
+            parked_on=tuple(parked_on),
+            run_alive=view.run_alive,
+        )
+
+    @property
+    def has_target(self) -> bool:
+        """Whether there was a reply to interrupt: the session was parked,
+        or a live run had a reply in progress. Otherwise (idle, or a run
+        before its reply started or after it ended) the interrupt has
+        nothing to end."""
+        return bool(self.parked_on) or (self.run_alive and self.reply_id is not None)
 
 
 @dataclass
@@ -62,6 +115,7 @@ class Ledger:
     #: Per session, each confirmation answer: (call id, the call's note,
     #: confirmed or denied).
     confirmations: dict[str, list[tuple[str, str, bool]]] = field(default_factory=dict)
+    interrupts: list[Interrupt] = field(default_factory=list)
 
     def deliver(self, alias: str, marker: str) -> None:
         self.delivered.setdefault(alias, []).append(marker)
@@ -74,6 +128,25 @@ class Ledger:
 
     def message_while_parked(self, alias: str, marker: str, refused: bool) -> None:
         self.parked_messages.setdefault(alias, []).append((marker, refused))
+    def interrupt(self, view: SessionView) -> Interrupt:
+        """Record an interrupt sent to the session ``view`` shows, as it
+        was at that moment."""
+        sent = Interrupt.seen(view)
+        self.interrupts.append(sent)
+        return sent
+
+    def interrupts_of(self, alias: str) -> list[Interrupt]:
+        return [i for i in self.interrupts if i.alias == alias]
+
+
+def ended_by_interrupt(view: SessionView, ledger: Ledger, since: int = 0) -> bool:
+    """Whether a reply of ``view``'s session ended INTERRUPTED (at log
+    position ``since`` or later) after the user had interrupted it."""
+    return any(
+        end.get("finished_reason") == "interrupted"
+        for sent in ledger.interrupts_of(view.alias)
+        for _, end in view.reply_ends(max(since, sent.mark))
+    )
 
 
 def no_error_reply_without_fault(obs: Observation, ledger: Ledger) -> None:
@@ -145,7 +218,8 @@ def parked_stays_parked(
 
     Compares two quiescent observations: a session seen parked (and idle)
     earlier may only be unparked now if the user answered one of the calls
-    it was parked on (a confirmation, a denial or an external result)."""
+    it was parked on (a confirmation, a denial or an external result), or
+    interrupted it and a reply ended INTERRUPTED in between."""
     if before is None:
         return
     for alias, then in before.sessions.items():
@@ -155,13 +229,14 @@ def parked_stays_parked(
         if then.parked_status == "idle" or now.parked_status == then.parked_status:
             continue
         answered = set(ledger.decisions.get(alias, [])) & set(then.awaiting_call_ids)
-        if not answered:
+        if not answered and not ended_by_interrupt(now, ledger, since=len(then.events)):
             raise InvariantViolated(
                 "I4",
                 "parked status is preserved",
                 f"{alias} stays {then.parked_status} until the user answers "
                 f"{then.awaiting_call_ids}",
-                f"{alias} became {now.parked_status} with none of them answered",
+                f"{alias} became {now.parked_status} with none of them answered "
+                "(and no interrupt ended the reply)",
             )
 
 
@@ -206,7 +281,8 @@ def one_run_per_session(obs: Observation, ledger: Ledger) -> None:
 
 def decided_calls_complete(obs: Observation, ledger: Ledger) -> None:
     """I7: once settled, every call the user decided on has left the
-    awaiting state and its reply has ended normally.
+    awaiting state and its reply has ended normally (or INTERRUPTED, after
+    the user interrupted it).
 
     Protects confirm/resume, the half of the HITL flow the user sees."""
     if not obs.settled:
@@ -225,6 +301,8 @@ def decided_calls_complete(obs: Observation, ledger: Ledger) -> None:
                 f"still awaiting {stuck}; no result for {unresolved}",
             )
         last_end = view.last_reply_end()
+        if last_end == "interrupted" and ended_by_interrupt(view, ledger):
+            continue
         if view.parked_status == "idle" and last_end not in (
             None,
             "completed",
@@ -398,6 +476,48 @@ def dispatcher_survives(obs: Observation, ledger: Ledger) -> None:
         )
 
 
+def interrupt_not_lost(obs: Observation, ledger: Ledger) -> None:
+    """I9: once settled, every interrupt the user sent while its session
+    was parked or had a reply in progress has ended that reply: the session
+    no longer awaits the calls it was parked on, and a ReplyEnd(INTERRUPTED)
+    of that reply was published after the interrupt. An interrupt with no
+    reply to end (an idle session) may do nothing.
+
+    Protects the user's stop button: an interrupt agentscope accepted (HTTP
+    202) must not be silently dropped."""
+    if not obs.settled:
+        return
+    for sent in ledger.interrupts:
+        view = obs.sessions.get(sent.alias)
+        if view is None or not sent.has_target:
+            continue
+        stuck = [c for c in sent.parked_on if c in view.awaiting_call_ids]
+        ends = view.reply_ends(sent.mark)
+        honoured = any(
+            end.get("finished_reason") == "interrupted"
+            and (sent.reply_id is None or end.get("reply_id") == sent.reply_id)
+            for _, end in ends
+        )
+        if stuck or not honoured:
+            moment = (
+                f"parked on {list(sent.parked_on)}"
+                if sent.parked_on
+                else f"with reply {sent.reply_id} in progress"
+            )
+            after = [
+                f"{e.get('reply_id')}:{e.get('finished_reason')}" for _, e in ends
+            ]
+            raise InvariantViolated(
+                "I9",
+                "no interrupt is lost",
+                f"the interrupt sent to {sent.alias} ({moment}) ends that "
+                "reply: ReplyEnd(INTERRUPTED), no call left awaiting",
+                f"{sent.alias} is {view.parked_status}"
+                + (f", still awaiting {stuck}" if stuck else "")
+                + f"; reply ends published after the interrupt: {after or 'none'}",
+            )
+
+
 STEP_INVARIANTS = (
     no_error_reply_without_fault,
     no_spurious_leader_reminder,
@@ -410,6 +530,7 @@ STEP_INVARIANTS = (
     nothing_waits_forever,
     calls_run_as_answered,
     dispatcher_survives,
+    interrupt_not_lost,
 )
 
 
@@ -443,6 +564,7 @@ def _excerpt(text: str, limit: int = 100) -> str:
 
 
 __all__ = [
+    "Interrupt",
     "InvariantViolated",
     "Ledger",
     "SessionView",

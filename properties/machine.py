@@ -28,6 +28,7 @@ from hypothesis.stateful import (
 
 from agentscope.app._bus_ops import deliver_to_inbox, enqueue_run_trigger
 from agentscope.app._router._chat import chat as chat_endpoint
+from agentscope.app._router._session import interrupt_session
 from agentscope.app._router._schema import ChatRequest
 from agentscope.app.message_bus import MessageBusKeys
 from agentscope.event import (
@@ -202,6 +203,17 @@ class HitlMachine(RuleBasedStateMachine):
     crashes: bool = False
     #: Whether bus operations may fail.
     bus_faults: bool = False
+    #: Whether the user may press stop (the ``user_interrupts`` rule). The
+    #: rule only exists on a machine class that sets this: a rule that is
+    #: merely disabled would still change which stories a seed draws.
+    interrupts: bool = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for flag, rules in OPTIONAL_RULES.items():
+            if getattr(cls, flag):
+                for optional in rules:
+                    setattr(cls, optional.__name__, optional)
 
     def __init__(self) -> None:
         super().__init__()
@@ -236,7 +248,7 @@ class HitlMachine(RuleBasedStateMachine):
     #: Invariants about the settled world; only machines enforcing one of
     #: them pay for settling at the end of every example (the others meet
     #: settled worlds through the ``everything_settles`` rule).
-    END_STATE = frozenset({"I5", "I7", "I8", "I10", "I11", "I12"})
+    END_STATE = frozenset({"I5", "I7", "I8", "I9", "I10", "I11", "I12"})
 
     #: Invariants about a world settled past every lease (liveness).
     PAST_LEASES = frozenset({"I11"})
@@ -270,6 +282,7 @@ class HitlMachine(RuleBasedStateMachine):
             "parked_messages": cls.parked_messages,
             "crashes": cls.crashes,
             "bus_faults": cls.bus_faults,
+            "interrupts": cls.interrupts,
         }
 
     def _attach_counterexample(self, failure: Exception) -> None:
@@ -419,73 +432,26 @@ class HitlMachine(RuleBasedStateMachine):
         )
         self._user_posts(session, result)
 
-    @precondition(
-        lambda self: self.parked_messages and any(map(self._writable_while_parked, self.cast)),
-    )
-    @rule(
-        session=_session_where("_writable_while_parked"),
-        via=st.sampled_from(("chat endpoint", "channel")),
-    )
-    @_story_step
-    def user_messages_parked_session(self, session: str, via: str) -> None:
-        """The user writes to a session whose agent waits for a confirmation
-        or an external result, as a real client can: through the chat
-        endpoint (a direct run, or 409 while a run is still registered), or
-        from a channel, whose gateway queues a ``message`` trigger for the
-        dispatcher when no run holds the session."""
-        if not self._writable_while_parked(session):
-            return
-        marker = f"message-{next(self._markers)} while parked"
-        message = UserMsg(name="user", content=marker)
-        if via == "chat endpoint":
-            refused = self._user_posts(session, message)
-        elif self._run(session) is None:
-            refused = False
-            self.w.act(
-                enqueue_run_trigger(
-                    self.w.bus,
-                    self.w.world.user_id,
-                    self.sessions[session],
-                    self.agents[session],
-                    kind="message",
-                    inputs=message,
-                ),
-                f"channel posts to {session}",
-            )
-        else:
-            return  # the gateway would deliver a hint instead: payload_arrives
-        self.ledger.message_while_parked(session, marker, refused)
-
-    # ── faults ────────────────────────────────────────────────────────
-
-    @precondition(lambda self: self.crashes and any(map(self._crashable, self.cast)))
-    @rule(session=_session_where("_crashable"))
-    @_story_step
-    def process_crashes(self, session: str) -> None:
-        """The process running the session's run dies (killed for memory,
-        a redeploy): no cleanup runs. Its session lock and inbox-consumer
-        registration stay until their leases run out; the dispatcher and
-        every producer, in other processes, carry on."""
-        if not self._crashable(session):
-            return
-        self.w.crash(self._run(session))
-        self.ledger.faults.add(session)
-        self.ledger.crashed.add(session)
-
-    @precondition(lambda self: self.bus_faults)
-    @rule(
-        operation=st.sampled_from(sorted(BUS_FAULTS)),
-        session=_session_where("_exists"),
-    )
-    @_story_step
-    def bus_operation_fails(self, operation: str, session: str) -> None:
-        """The next time anyone makes ``operation`` on the session's key,
-        the bus fails it (a dropped connection, a failover)."""
+    def _interrupts(self, session: str) -> None:
+        """The body of ``user_interrupts`` (see :data:`OPTIONAL_RULES`)."""
         if session not in self.sessions:
             return
-        name, key_of = BUS_FAULTS[operation]
-        self.w.bus.fail_next(name, key_of(self.sessions[session]))
-        self.ledger.faults.add(session)
+        self.ledger.interrupt(self.w.observe_session(session))
+        self.w.act(self._press_stop(session), f"user interrupts {session}")
+
+    async def _press_stop(self, session: str) -> None:
+        """POST /sessions/{id}/interrupt as the user, through agentscope's
+        route function."""
+        try:
+            await interrupt_session(
+                self.sessions[session],
+                agent_id=self.agents[session],
+                user_id=self.w.world.user_id,
+                chat_service=self.w.world.chat_service,
+            )
+        except HTTPException as refused:
+            if refused.status_code != 404:
+                raise
 
     # ── producers ─────────────────────────────────────────────────────
 
@@ -762,6 +728,16 @@ class HitlMachine(RuleBasedStateMachine):
     def _exists(self, session: str) -> bool:
         return session in self.sessions
 
+    def _interruptible(self, session: str) -> bool:
+        """A session the user talks to directly (a worker's stop button
+        is not the user's: its card shows in the leader's session, whose
+        interrupt agentscope does not route on) with a run alive
+        (streaming, or at its turn tail) or parked: there is something for
+        the stop button to stop."""
+        return session in self.messaged and (
+            self._has_run(session) or self._awaiting(session)
+        )
+
     def _any_open(self, kind: str) -> bool:
         return any(self._open_request(s, kind) for s in self.sessions)
 
@@ -787,8 +763,106 @@ class HitlMachine(RuleBasedStateMachine):
         return view.parked_status != "idle"
 
 
+# ── rules only some properties need ───────────────────────────────────
+#
+# Each exists only on a machine class whose flag turns it on (see
+# ``HitlMachine.__init_subclass__``): a rule that is merely disabled by a
+# precondition would still change which stories a seed draws for the
+# properties that do not use it.
+
+
+@precondition(lambda self: any(map(self._interruptible, self.cast)))
+@rule(session=_session_where("_interruptible"))
+@_story_step
+def user_interrupts(self: HitlMachine, session: str) -> None:
+    """The user presses stop: agentscope's interrupt route, which publishes
+    on the interrupt channel while a run holds the session lock (the cancel
+    dispatcher then cancels the run) and otherwise queues a resume trigger
+    carrying the interrupt (the wake-up dispatcher runs it). Sent while a
+    run is alive or the session is parked; recorded in the ledger with what
+    the session was doing at that moment."""
+    self._interrupts(session)  # pylint: disable=protected-access
+
+
+
+
+@precondition(lambda self: any(map(self._writable_while_parked, self.cast)))
+@rule(
+    session=_session_where("_writable_while_parked"),
+    via=st.sampled_from(("chat endpoint", "channel")),
+)
+@_story_step
+def user_messages_parked_session(self: HitlMachine, session: str, via: str) -> None:
+    """The user writes to a session whose agent waits for a confirmation
+    or an external result, as a real client can: through the chat
+    endpoint (a direct run, or 409 while a run is still registered), or
+    from a channel, whose gateway queues a ``message`` trigger for the
+    dispatcher when no run holds the session."""
+    if not self._writable_while_parked(session):
+        return
+    marker = f"message-{next(self._markers)} while parked"
+    message = UserMsg(name="user", content=marker)
+    if via == "chat endpoint":
+        refused = self._user_posts(session, message)
+    elif self._run(session) is None:
+        refused = False
+        self.w.act(
+            enqueue_run_trigger(
+                self.w.bus,
+                self.w.world.user_id,
+                self.sessions[session],
+                self.agents[session],
+                kind="message",
+                inputs=message,
+            ),
+            f"channel posts to {session}",
+        )
+    else:
+        return  # the gateway would deliver a hint instead: payload_arrives
+    self.ledger.message_while_parked(session, marker, refused)
+
+
+@precondition(lambda self: any(map(self._crashable, self.cast)))
+@rule(session=_session_where("_crashable"))
+@_story_step
+def process_crashes(self: HitlMachine, session: str) -> None:
+    """The process running the session's run dies (killed for memory,
+    a redeploy): no cleanup runs. Its session lock and inbox-consumer
+    registration stay until their leases run out; the dispatcher and
+    every producer, in other processes, carry on."""
+    if not self._crashable(session):
+        return
+    self.w.crash(self._run(session))
+    self.ledger.faults.add(session)
+    self.ledger.crashed.add(session)
+
+@rule(
+    operation=st.sampled_from(sorted(BUS_FAULTS)),
+    session=_session_where("_exists"),
+)
+@_story_step
+def bus_operation_fails(self: HitlMachine, operation: str, session: str) -> None:
+    """The next time anyone makes ``operation`` on the session's key,
+    the bus fails it (a dropped connection, a failover)."""
+    if session not in self.sessions:
+        return
+    name, key_of = BUS_FAULTS[operation]
+    self.w.bus.fail_next(name, key_of(self.sessions[session]))
+    self.ledger.faults.add(session)
+
+#: The rules each flag turns on; module functions, not methods, so that a
+#: machine without the flag has no trace of them.
+OPTIONAL_RULES = {
+    "interrupts": (user_interrupts,),
+    "parked_messages": (user_messages_parked_session,),
+    "crashes": (process_crashes,),
+    "bus_faults": (bus_operation_fails,),
+}
+del user_interrupts, user_messages_parked_session, process_crashes, bus_operation_fails
+
+
 def machine_enforcing(*codes: str, **narrowing) -> type[HitlMachine]:
     """A :class:`HitlMachine` that enforces only ``codes`` (and optionally
-    narrows ``turns`` or ``cast``)."""
+    narrows ``turns`` or ``cast``, or turns on ``interrupts``)."""
     name = "HitlMachine_" + "_".join(codes)
     return type(name, (HitlMachine,), {"checked": frozenset(codes), **narrowing})

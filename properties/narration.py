@@ -59,6 +59,11 @@ _SENTENCES: dict[str, Callable[..., str]] = {
     "external_result_arrives": lambda session: (
         f"The external system posts the result of {session}'s submitted job."
     ),
+    "user_interrupts": lambda session: (
+        f"The user presses stop on {session} (agentscope's interrupt route: "
+        "a run holding the session lock is cancelled through the cancel "
+        "dispatcher, otherwise a resume carrying the interrupt is queued)."
+    ),
     "payload_arrives": lambda source, to: (
         f"A {source} delivers a message to {to}'s inbox (deliver_to_inbox)."
     ),

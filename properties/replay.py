@@ -16,7 +16,9 @@ from .machine import HitlMachine, machine_enforcing
 
 
 def story_machine(enforcing, **narrowing) -> HitlMachine:
-    """A fresh machine enforcing ``enforcing``, narrowed like the original."""
+    """A fresh machine enforcing ``enforcing``, narrowed like the original
+    (lists, as JSON keeps them, become the tuples the machine holds; flags
+    such as ``interrupts`` stay as they are)."""
     fixed = {
         name: tuple(value) if isinstance(value, list) else value
         for name, value in narrowing.items()

@@ -22,8 +22,8 @@ from agentscope.message import HintBlock
 
 from harness.observation import Observation, SessionView
 from properties import invariants as inv
-from properties.invariants import InvariantViolated, Ledger
-from properties.machine import HitlMachine
+from properties.invariants import Interrupt, InvariantViolated, Ledger
+from properties.machine import HitlMachine, machine_enforcing
 
 
 @pytest.fixture
@@ -111,6 +111,18 @@ def test_I4_fires_when_a_parked_session_unparks_without_an_answer():
     inv.parked_stays_parked(before, _seen("idle", ()), answered)
 
 
+def test_I4_accepts_unparking_by_an_interrupt_the_user_sent():
+    before = _seen("awaiting_permission")
+    interrupted = _seen("idle", ())
+    interrupted.sessions["worker"].events = [_end("interrupted")]
+    _fires("I4", inv.parked_stays_parked, before, interrupted, Ledger())  # nobody interrupted
+    sent = Ledger(interrupts=[Interrupt("worker", mark=0, parked_on=("call-1",))])
+    inv.parked_stays_parked(before, interrupted, sent)
+    completed = _seen("idle", ())
+    completed.sessions["worker"].events = [_end("completed")]
+    _fires("I4", inv.parked_stays_parked, before, completed, sent)  # not the interrupt's doing
+
+
 # ── I5 ────────────────────────────────────────────────────────────────
 
 
@@ -156,6 +168,9 @@ def test_I7_fires_when_a_confirmed_call_never_completes():
     _fires("I7", inv.decided_calls_complete, Observation({"solo": no_result}, settled=True), ledger)
     _fires("I7", inv.decided_calls_complete, _resolved_and_ended("error"), ledger)
     inv.decided_calls_complete(_resolved_and_ended("completed"), ledger)
+    _fires("I7", inv.decided_calls_complete, _resolved_and_ended("interrupted"), ledger)
+    ledger.interrupts.append(Interrupt("solo", mark=0, parked_on=("call-1",)))
+    inv.decided_calls_complete(_resolved_and_ended("interrupted"), ledger)
 
 
 def _resolved_and_ended(finished_reason: str) -> Observation:
@@ -278,6 +293,112 @@ def test_I13_fires_when_the_dispatcher_loop_has_ended():
     violation = _fires("I13", inv.dispatcher_survives, Observation(dispatcher_alive=False), ledger)
     assert "solo" in str(violation)
     inv.dispatcher_survives(Observation(dispatcher_alive=True), ledger)
+def _end(finished_reason: str, reply_id: str = "r1") -> dict:
+    return {"type": "REPLY_END", "reply_id": reply_id, "finished_reason": finished_reason}
+
+
+# ── I9 ────────────────────────────────────────────────────────────────
+
+#: solo's reply r1 asked the user about call-1 and parked.
+_PARKED_REPLY = [
+    {"type": "REPLY_START", "reply_id": "r1"},
+    {"type": "REQUIRE_USER_CONFIRM", "reply_id": "r1", "tool_calls": [{"id": "call-1"}]},
+]
+
+
+def _after_interrupt(*events: dict, status="idle", awaiting=(), settled=True) -> Observation:
+    """solo, once the user interrupted its parked reply r1, having
+    published ``events`` since."""
+    view = SessionView(
+        "solo",
+        "s",
+        events=[*_PARKED_REPLY, *events],
+        parked_status=status,
+        awaiting_call_ids=list(awaiting),
+    )
+    return Observation({"solo": view}, settled=settled)
+
+
+def test_I9_records_the_moment_the_user_pressed_stop():
+    at_turn_tail = SessionView("solo", "s", events=list(_PARKED_REPLY), run_alive=True)
+    sent = Ledger().interrupt(at_turn_tail)
+    assert sent == Interrupt("solo", mark=2, reply_id="r1", parked_on=("call-1",), run_alive=True)
+    assert sent.has_target
+    ended = SessionView("solo", "s", events=[*_PARKED_REPLY, _end("completed")], run_alive=True)
+    assert not Ledger().interrupt(ended).has_target  # its reply had ended: nothing to stop
+    assert not Ledger().interrupt(SessionView("solo", "s")).has_target  # idle
+    already_interrupted = SessionView(
+        "solo",
+        "s",
+        events=[
+            *_PARKED_REPLY,
+            {"type": "REPLY_START", "reply_id": "r1"},
+            {"type": "TOOL_RESULT_END", "reply_id": "r1", "tool_call_id": "call-1"},
+            _end("interrupted"),
+        ],
+        awaiting_call_ids=["call-1"],  # its run has not stored the ending yet
+        run_alive=True,
+    )
+    assert not Ledger().interrupt(already_interrupted).has_target  # a second click
+    reopened = SessionView(
+        "solo",
+        "s",
+        events=[*_PARKED_REPLY, _end("completed"), {"type": "REPLY_START", "reply_id": "r1"}],
+        run_alive=True,
+    )
+    assert not Ledger().interrupt(reopened).has_target  # a continuation of an ended reply
+
+
+def test_I9_fires_when_an_accepted_interrupt_is_lost():
+    ledger = Ledger(interrupts=[Interrupt("solo", mark=2, reply_id="r1", parked_on=("call-1",), run_alive=True)])
+    still_parked = _after_interrupt(status="awaiting_permission", awaiting=["call-1"])
+    violation = _fires("I9", inv.interrupt_not_lost, still_parked, ledger)
+    assert "call-1" in violation.actual
+    # unparked, but the user never learns the reply ended
+    _fires("I9", inv.interrupt_not_lost, _after_interrupt(), ledger)
+    # ended, but by something other than the interrupt
+    _fires("I9", inv.interrupt_not_lost, _after_interrupt(_end("error")), ledger)
+    _fires("I9", inv.interrupt_not_lost, _after_interrupt(_end("interrupted", "r2")), ledger)
+    # an INTERRUPTED ending from before the interrupt does not count
+    earlier = Ledger(interrupts=[Interrupt("solo", mark=3, reply_id="r1", parked_on=("call-1",))])
+    _fires("I9", inv.interrupt_not_lost, _after_interrupt(_end("interrupted")), earlier)
+    # still awaiting the call, even though an INTERRUPTED end was published
+    stuck = _after_interrupt(_end("interrupted"), status="awaiting_permission", awaiting=["call-1"])
+    _fires("I9", inv.interrupt_not_lost, stuck, ledger)
+
+
+def test_I9_stays_quiet_when_the_interrupt_was_honoured_or_had_nothing_to_stop():
+    ledger = Ledger(interrupts=[Interrupt("solo", mark=2, reply_id="r1", parked_on=("call-1",), run_alive=True)])
+    honoured = _after_interrupt({"type": "REPLY_START", "reply_id": "r1"}, _end("interrupted"))
+    inv.interrupt_not_lost(honoured, ledger)
+    # not settled yet: the interrupt may still be on its way
+    inv.interrupt_not_lost(_after_interrupt(status="awaiting_permission", awaiting=["call-1"], settled=False), ledger)
+    # an idle session with nothing running: a no-op is fine
+    idle = Ledger(interrupts=[Interrupt("solo", mark=2)])
+    inv.interrupt_not_lost(_after_interrupt(), idle)
+
+
+def test_I9_stays_quiet_on_a_parked_session_agentscope_really_interrupts():
+    machine = machine_enforcing("I9", interrupts=True)()
+    try:
+        machine.user_sends_message(session="solo", model_turn="calls GatedAction")
+        machine.run_continues(session="solo")  # parked, the run is gone
+        machine.user_interrupts(session="solo")  # queues a resume carrying the interrupt
+        machine.everything_settles()
+        (sent,) = machine.ledger.interrupts
+        assert sent.has_target and not sent.run_alive
+        obs = machine.w.observe(settled=True)
+        inv.interrupt_not_lost(obs, machine.ledger)
+        assert obs.sessions["solo"].last_reply_end() == "interrupted"
+    finally:
+        machine.w.close()
+
+
+def test_interrupts_are_a_rule_only_where_the_machine_allows_them():
+    assert not hasattr(HitlMachine, "user_interrupts")
+    assert not hasattr(machine_enforcing("I1"), "user_interrupts")
+    assert hasattr(machine_enforcing("I9", interrupts=True), "user_interrupts")
+    assert machine_enforcing("I9", interrupts=True).configuration()["interrupts"] is True
 
 
 def test_every_invariant_has_a_firing_test():

@@ -6,12 +6,14 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from pathlib import Path
 
+from properties.invariants import code_order
+
 from .outcomes import COULD_NOT_RUN, Exit, Row
 
 
 def table(rows: list[Row]) -> str:
     """SPEC × property: holds / VIOLATED / could not run (and why)."""
-    codes = sorted({code for row in rows for code in row.verdicts})
+    codes = sorted({code for row in rows for code in row.verdicts}, key=code_order)
     head = ["SPEC", "agentscope", "fix", *codes]
     body = []
     for row in rows:
@@ -38,7 +40,7 @@ def table(rows: list[Row]) -> str:
     for row in rows:
         if row.outcome in COULD_NOT_RUN:
             notes.append(f"{row.name}: could not run: {row.reason}")
-        for code, verdict in sorted(row.verdicts.items()):
+        for code, verdict in sorted(row.verdicts.items(), key=lambda kv: code_order(kv[0])):
             if verdict["verdict"] != "holds":
                 where = verdict.get("counterexample") or "no counterexample written"
                 notes.append(f"{row.name}: {code} {verdict['verdict']} -> {where}")
