@@ -55,6 +55,15 @@ def gate(
     return code
 
 
+def _relative(verdict: dict) -> dict:
+    """A verdict whose counterexample path is relative to the working
+    directory when it lies under it (what a person and a CI artifact see)."""
+    folder = verdict.get("counterexample")
+    if folder and Path(folder).is_relative_to(Path.cwd()):
+        return {**verdict, "counterexample": str(Path(folder).relative_to(Path.cwd()))}
+    return verdict
+
+
 def _gate_one(target, *, with_fix, profile, counterexamples, workers) -> Row:
     row = Row(name=target.name, version=target.version or None)
     say = lambda message: _say(f"[{target.name}] {message}")  # noqa: E731
@@ -88,7 +97,7 @@ def _gate_one(target, *, with_fix, profile, counterexamples, workers) -> Row:
         workers=workers, say=say,
     )
     row.seconds["suite"] = round(time.monotonic() - started, 1)
-    row.verdicts = result.verdicts
+    row.verdicts = {code: _relative(v) for code, v in result.verdicts.items()}
     if result.broken is not None:
         say(result.broken)
         return row.could_not_run(Exit.RUN_BROKE, result.broken)
