@@ -63,8 +63,11 @@ def probe() -> dict:
         import reference_fix  # pylint: disable=import-outside-toplevel
 
         found["fix_refusal"] = reference_fix.refusal()
+        from properties.invariants import code_order  # pylint: disable=import-outside-toplevel
+
         found["fix_covers"] = sorted(
             {code for p in reference_fix.applicable() for code in p.covers},
+            key=code_order,
         )
     except Exception as error:  # pylint: disable=broad-except
         found["fix_refusal"] = _one_line(error)
