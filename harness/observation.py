@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-_REQUESTS = ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
+#: The events a reply parks on, one per call that waits.
+REQUEST_EVENTS = ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
 
 
 @dataclass
@@ -63,7 +64,7 @@ class SessionView:
         return [
             call["id"]
             for event in self.events
-            if event.get("type") in _REQUESTS and event.get("reply_id") == reply_id
+            if event.get("type") in REQUEST_EVENTS and event.get("reply_id") == reply_id
             for call in event.get("tool_calls", [])
         ]
 

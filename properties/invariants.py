@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.observation import Observation, SessionView
+from harness.observation import REQUEST_EVENTS, Observation, SessionView
 
 REMINDER_MARK = "<system-reminder>Team member"
 #: The reminder agentscope sends a leader when a member's reply failed.
@@ -362,7 +362,7 @@ def failures_reported_once(obs: Observation, ledger: Ledger) -> None:
     for view in obs.sessions.values():
         starts = [e.get("reply_id") for e in view.events if e.get("type") == "REPLY_START"]
         ends = [e.get("reply_id") for e in view.events if e.get("type") == "REPLY_END"]
-        asks = [e.get("reply_id") for e in view.events if e.get("type") in _REQUESTS]
+        asks = [e.get("reply_id") for e in view.events if e.get("type") in REQUEST_EVENTS]
         parked_reply = asks[-1] if asks and view.parked_status != "idle" else None
         for reply_id in dict.fromkeys(starts):
             count = ends.count(reply_id)
@@ -541,10 +541,6 @@ def invariant_statement(code: str) -> str:
         if doc.startswith(f"{code}:"):
             return doc[len(code) + 1 :].strip()
     return INVARIANT_TITLES.get(code, code)
-
-
-#: The events a reply parks on.
-_REQUESTS = ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
 
 
 def _is_error_end(event: dict) -> bool:

@@ -51,7 +51,7 @@ from harness import agentscope_under_test
 from harness.controlled_bus import describe_payload
 from harness.controlled_world import LEADER, SOLO, WORKER, ControlledWorld
 from harness.scheduler import WorldDidNotSettle
-from harness.observation import Observation
+from harness.observation import REQUEST_EVENTS, Observation
 
 from .counterexample import Counterexample, Step
 from .invariants import (
@@ -73,9 +73,6 @@ FAILS = "fails"
 #: A turn with several calls at once: two that ask the user, one external
 #: job (these three park together) and one the policy denies.
 SEVERAL_CALLS = "calls several tools"
-
-#: The events a reply parks on, one per call that waits.
-_REQUEST_KINDS = ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
 
 #: Where an inbox payload comes from.
 SOURCES = ("team member", "channel", "background task")
@@ -688,7 +685,7 @@ class HitlMachine(RuleBasedStateMachine):
             MessageBusKeys.session_events(self.sessions[session]),
             [],
         )
-        requests = [e for e in events if e.get("type") in _REQUEST_KINDS]
+        requests = [e for e in events if e.get("type") in REQUEST_EVENTS]
         if not requests:
             return None
         current = requests[-1].get("reply_id")
@@ -754,7 +751,7 @@ class HitlMachine(RuleBasedStateMachine):
         agentscope's agent rejects it by design)."""
         if any(
             self._open_request(session, kind)
-            for kind in ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
+            for kind in REQUEST_EVENTS
         ):
             return True
         if session not in self.sessions:
