@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -142,6 +143,11 @@ class ScriptBook:
         self.name = name
         self.scripts: dict[str, ModelScript] = {}
         self.calls: list[ModelCall] = []
+        #: Awaited by every model call after it has taken its turn and
+        #: before it answers (with the script's name): where a harness
+        #: holds a reply "while the model is streaming", so a cancel can
+        #: land inside the model call. ``None``: answers come at once.
+        self.while_answering: Callable[[str], Awaitable[None]] | None = None
 
     @classmethod
     def open(cls, name: str) -> "ScriptBook":
@@ -251,7 +257,10 @@ class ScriptedChatModel(ChatModelBase):
         **kwargs: Any,
     ) -> ChatResponse:
         book = ScriptBook.find(self.credential.book)
-        return book.serve(model_name, messages, tools)
+        response = book.serve(model_name, messages, tools)
+        if book.while_answering is not None:
+            await book.while_answering(model_name)
+        return response
 
 
 # --------------------------------------------------------------------------

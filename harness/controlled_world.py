@@ -31,13 +31,23 @@ from typing import Any
 from agentscope.app.message_bus import MessageBus, MessageBusKeys
 
 from fakes.bus import VirtualRedisBus
+from .cast import (  # noqa: F401  (the names stories use, re-exported)
+    AIDE,
+    CHIEF,
+    HELPER,
+    INVITE_DESCRIPTIONS,
+    LEADER,
+    SOLO,
+    TEAM_OF,
+    WORKER,
+)
 from .clock import VirtualClock
 from .controlled_bus import ControlledBus
 from .controlled_storage import SerialStorage
 from .event_loop import VirtualTimeEventLoop
 from .quiet import silence_agentscope
 from .observation import Observation, SessionView
-from .scheduler import ControlledTask, Scheduler
+from .scheduler import ControlledTask, Op, Scheduler
 from .trace import apply_aliases
 from .world import (
     Stage,
@@ -48,7 +58,6 @@ from .world import (
 )
 
 #: The cast every story starts with: agent names, also their aliases.
-LEADER, WORKER, SOLO = "leader", "worker", "solo"
 
 #: Task names agentscope gives its independent parties: runs
 #: (``chat-run:``, ``wake-run:``, ``resume-run:``), the wake-up dispatcher
@@ -94,9 +103,13 @@ class _Theatre:
     async def _open(self) -> Stage:
         install_deterministic_factories(self.clock.now, story=0)
         stage = await open_stage(self.basedir)
-        await stage.add_agent(LEADER)
-        await stage.add_agent(WORKER, invite_description="Does gated chores.")
-        await stage.add_agent(SOLO)
+        # The first three come first, so that their ids stay as they were
+        # before the second team joined.
+        for name in (LEADER, WORKER, SOLO, HELPER, CHIEF, AIDE):
+            await stage.add_agent(
+                name,
+                invite_description=INVITE_DESCRIPTIONS.get(name),
+            )
         return stage
 
     @classmethod
@@ -167,6 +180,18 @@ class ControlledWorld:
         self.setup(self.world.cancel_dispatcher.__aenter__())
         self.scheduler.controlling = True
         self.scheduler.quiesce()
+
+    def pause_model_calls(self) -> None:
+        """Make every model call a switch point (``model_call <script>``),
+        after its turn is taken and before it answers: a run can then be
+        stopped while its model is streaming, and a cancel delivered there
+        lands in the model call, as a user's stop button mid-answer does."""
+
+        async def while_answering(script: str) -> None:
+            await self.scheduler.switch_point(Op("model_call", script))
+            self.scheduler.record("model_call", script)
+
+        self.world.book.while_answering = while_answering
 
     def name_session(self, session_id: str, alias: str) -> None:
         """Show ``session_id`` as ``alias`` in labels, traces and reports."""

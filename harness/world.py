@@ -307,7 +307,8 @@ class World:
     desk: ToolDesk
     sessions: dict[str, str] = field(default_factory=dict)
     """This story's session of each agent, by agent name."""
-    team_id: str | None = None
+    teams: dict[str, str] = field(default_factory=dict)
+    """This story's team ids, by the name of the agent leading each."""
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
 
     @property
@@ -349,18 +350,19 @@ class World:
             self.sessions[leader],
             team.id,
         )
-        self.team_id = team.id
+        self.teams[leader] = team.id
         return team.id
 
     def invite_target(self, name: str) -> str:
         """The ``target`` argument ``AgentInvite`` expects for ``name``."""
         return f"{name}@{self.agent_id(name)[:HANDLE_LEN]}"
 
-    async def team_session_of(self, name: str) -> str | None:
-        """The team-scoped session agent ``name`` works in, if invited."""
-        if self.team_id is None:
+    async def team_session_of(self, name: str, leader: str) -> str | None:
+        """The session agent ``name`` works in for ``leader``'s team, if
+        invited."""
+        if leader not in self.teams:
             return None
-        team = await self.stage.storage.get_team(self.user_id, self.team_id)
+        team = await self.stage.storage.get_team(self.user_id, self.teams[leader])
         for member in team.data.members if team else []:
             if member.agent_id == self.agent_id(name):
                 return member.session_id

@@ -113,7 +113,7 @@ class Counterexample:
 
         fix = " with the harness's reference fix applied" if self.reference_fix else ""
         story = "\n".join(
-            f"{n}. {narrate(s.rule, s.arguments)}"
+            f"{n}. {narrate(s.rule, s.arguments, self.machine.get('streaming', False))}"
             for n, s in enumerate(self.steps, 1)
         )
         timeline = self.trace.strip("\n").splitlines()
@@ -189,7 +189,7 @@ and `» ...` is a party the harness plays (a user, a producer).
                 continue  # the end of the ``with`` block settles and checks
             body.extend(
                 textwrap.wrap(
-                    f"{n}. {narrate(step.rule, step.arguments)}",
+                    f"{n}. {narrate(step.rule, step.arguments, self.machine.get('streaming', False))}",
                     width=88,
                     initial_indent="        # ",
                     subsequent_indent="        #    ",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from harness.cast import TEAM_OF
 from harness.observation import REQUEST_EVENTS, Observation, SessionView
 
 REMINDER_MARK = "<system-reminder>Team member"
@@ -169,7 +170,7 @@ def no_error_reply_without_fault(obs: Observation, ledger: Ledger) -> None:
 
 
 def no_spurious_leader_reminder(obs: Observation, ledger: Ledger) -> None:
-    """I2: the leader hears "member failed" only when a member failed.
+    """I2: a leader hears "member failed" only when one of its members failed.
 
     A false reminder makes the leader answer a failure report for a worker
     that is merely waiting for its user."""
@@ -179,7 +180,7 @@ def no_spurious_leader_reminder(obs: Observation, ledger: Ledger) -> None:
         ]
         if not reminders:
             continue
-        faulty_workers = ledger.faults - {view.alias}
+        faulty_workers = {m for m in ledger.faults if TEAM_OF.get(m) == view.alias}
         if not faulty_workers:
             raise InvariantViolated(
                 "I2",
@@ -374,26 +375,28 @@ def failures_reported_once(obs: Observation, ledger: Ledger) -> None:
                 f"reply {reply_id} of {view.alias} ends exactly once",
                 f"it ended {count} times ({view.parked_status})",
             )
-    workers_failed = sum(
-        1
-        for view in obs.sessions.values()
-        for e in view.events
-        if view.alias == "worker" and _is_error_end(e)
-    )
-    leader = obs.sessions.get("leader")
-    if leader is None:
-        return
-    told = sum(
-        1 for p in leader.inbox_pushes if FAILURE_REMINDER_MARK in str(p.get("hint"))
-    )
-    if told != workers_failed:
-        raise InvariantViolated(
-            "I10",
-            "every reply ends exactly once; each failure is reported once",
-            f"the leader is told of each of the worker's {workers_failed} failed "
-            "replies exactly once",
-            f"the leader got {told} failure reminder(s)",
+    for leader in obs.sessions.values():
+        members = [m for m, led_by in TEAM_OF.items() if led_by == leader.alias]
+        if not members:
+            continue
+        failed = sum(
+            1
+            for member in members
+            if member in obs.sessions
+            for e in obs.sessions[member].events
+            if _is_error_end(e)
         )
+        told = sum(
+            1 for p in leader.inbox_pushes if FAILURE_REMINDER_MARK in str(p.get("hint"))
+        )
+        if told != failed:
+            raise InvariantViolated(
+                "I10",
+                "every reply ends exactly once; each failure is reported once",
+                f"the {leader.alias} is told of each of its members' {failed} "
+                "failed replies exactly once",
+                f"the {leader.alias} got {told} failure reminder(s)",
+            )
 
 
 def nothing_waits_forever(obs: Observation, ledger: Ledger) -> None:

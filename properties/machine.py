@@ -49,7 +49,8 @@ from fakes.model import CallTool, CallTools, Fail, Text
 from fakes.permission_gate import BATCH_EXTERNAL_JOB, BATCH_GATED_ACTION
 from harness import agentscope_under_test
 from harness.controlled_bus import describe_payload
-from harness.controlled_world import LEADER, SOLO, WORKER, ControlledWorld
+from harness.cast import CHIEF, LEADER, SOLO, TEAM_OF, WORKER
+from harness.controlled_world import ControlledWorld
 from harness.scheduler import WorldDidNotSettle
 from harness.observation import REQUEST_EVENTS, Observation
 
@@ -121,6 +122,16 @@ def _session_where(predicate_name: str):
     def options(machine) -> st.SearchStrategy:
         predicate = getattr(machine, predicate_name)
         values = [s for s in machine.cast if s in machine.sessions and predicate(s)]
+        return st.sampled_from(values) if values else st.nothing()
+
+    return st.runner().flatmap(options)
+
+
+def _invitable_member():
+    """A team member of the cast whom its leader may invite now."""
+
+    def options(machine) -> st.SearchStrategy:
+        values = [m for m in machine.cast if machine._invitable(m)]  # pylint: disable=protected-access
         return st.sampled_from(values) if values else st.nothing()
 
     return st.runner().flatmap(options)
@@ -204,6 +215,18 @@ class HitlMachine(RuleBasedStateMachine):
     #: rule only exists on a machine class that sets this: a rule that is
     #: merely disabled would still change which stories a seed draws.
     interrupts: bool = False
+    #: Whether a run's new turn stops while its model is answering (every
+    #: model call is then a switch point): the stop button can land
+    #: mid-stream, inside the model call.
+    streaming: bool = False
+    #: Whether leaders may invite any member of their team (the
+    #: ``leader_invites_member`` rule): with a cast that has them, a second
+    #: worker in the leader's team, and the chief's team beside it.
+    several_teams: bool = False
+
+    #: Flags reported in :meth:`configuration` only when set (so stories
+    #: of machines without them keep the names they always had).
+    LATER_FLAGS = ("streaming", "several_teams")
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -224,18 +247,25 @@ class HitlMachine(RuleBasedStateMachine):
         self.steps: list[Step] = []
         self._failed = False
         self.w.setup(self._cast())
+        if self.streaming:
+            self.w.pause_model_calls()
         self.w.start()
 
     async def _cast(self) -> None:
         world = self.w.world
-        world.script(WORKER).when_empty = (
-            CallTool("TeamSay", {"content": "my part is done", "to": LEADER}),
-            Text("reported to the leader"),
-        )
+        for member, leader in TEAM_OF.items():
+            world.script(member).when_empty = (
+                CallTool("TeamSay", {"content": "my part is done", "to": leader}),
+                Text(f"reported to the {leader}"),
+            )
         for alias in (LEADER, SOLO):
             session_id = await world.open_session(alias)
             self._meet(alias, session_id, world.agent_id(alias))
         await world.make_team(LEADER)
+        if CHIEF in self.cast:
+            session_id = await world.open_session(CHIEF)
+            self._meet(CHIEF, session_id, world.agent_id(CHIEF))
+            await world.make_team(CHIEF, team_name="band")
 
     def _meet(self, alias: str, session_id: str, agent_id: str) -> None:
         self.sessions[alias] = session_id
@@ -280,7 +310,7 @@ class HitlMachine(RuleBasedStateMachine):
             "crashes": cls.crashes,
             "bus_faults": cls.bus_faults,
             "interrupts": cls.interrupts,
-        }
+        } | {flag: True for flag in cls.LATER_FLAGS if getattr(cls, flag)}
 
     def _attach_counterexample(self, failure: Exception) -> None:
         """Give ``failure`` the story that led to it (once: the innermost
@@ -342,22 +372,28 @@ class HitlMachine(RuleBasedStateMachine):
         """The user asks the leader for help; the leader's model calls
         ``AgentInvite``, which mints the worker's session and delivers the
         task into its inbox (queuing a wake-up)."""
+        self._invite(WORKER, worker_first_turn)
+
+    def _invite(self, member: str, first_turn: str) -> None:
+        """The user asks ``member``'s leader for help, and the leader's
+        model invites ``member`` (whose model will do ``first_turn``)."""
         world = self.w.world
-        world.script(LEADER).add(
+        leader = TEAM_OF[member]
+        world.script(leader).add(
             CallTool(
                 "AgentInvite",
-                {"target": world.invite_target(WORKER), "prompt": "Do the chore."},
+                {"target": world.invite_target(member), "prompt": "Do the chore."},
             ),
-            Text("the worker is on it"),
+            Text(f"the {member} is on it"),
         )
-        self._script(WORKER, worker_first_turn)
-        self._user_posts(LEADER, UserMsg(name="user", content="get help"))
-        run = self.w.run_of(self.sessions[LEADER])
+        self._script(member, first_turn)
+        self._user_posts(leader, UserMsg(name="user", content="get help"))
+        run = self.w.run_of(self.sessions[leader])
         if run is not None:
             self.w.finish(run)
-        session_id = self.w.setup(world.team_session_of(WORKER))
+        session_id = self.w.setup(world.team_session_of(member, leader))
         if session_id is not None:
-            self._meet(WORKER, session_id, world.agent_id(WORKER))
+            self._meet(member, session_id, world.agent_id(member))
 
     # ── users ─────────────────────────────────────────────────────────
 
@@ -403,7 +439,7 @@ class HitlMachine(RuleBasedStateMachine):
                 for call in calls
             ],
         )
-        post_to = LEADER if posted_to_leader and session == WORKER else session
+        post_to = TEAM_OF.get(session, session) if posted_to_leader else session
         self._user_posts(post_to, answer)
 
     @precondition(lambda self: self._any_open("REQUIRE_EXTERNAL_EXECUTION"))
@@ -613,11 +649,24 @@ class HitlMachine(RuleBasedStateMachine):
             and r.pending.key == tail,
         )
 
+    def _to_model_call(self, run) -> None:
+        """Move a run until its model is answering (or it ends, or must
+        wait for another party)."""
+        self.w.finish(
+            run,
+            stop=lambda r: any(
+                t.pending is not None and t.pending.name == "model_call"
+                for t in self.w.scheduler.parked()
+                if self.w.actor_of(t) is r
+            ),
+        )
+
     @contextlib.contextmanager
     def _new_runs_take_their_turn(self):
         """Runs spawned inside the block take their first turn, up to its
         tail: a turn is one step of a story, the turn tail (the inbox
-        hand-off's critical section) is where interleavings matter."""
+        hand-off's critical section) is where interleavings matter. On a
+        streaming machine they stop earlier, while their model answers."""
         spawned = len(self.w.world.registry.spawned)
         yield
         for task in self.w.world.registry.spawned[spawned:]:
@@ -626,7 +675,9 @@ class HitlMachine(RuleBasedStateMachine):
                 None,
             )
             run = self.w.run_of(self.sessions[session]) if session else None
-            if run is not None:
+            if run is not None and self.streaming:
+                self._to_model_call(run)
+            elif run is not None:
                 self._to_turn_tail(session, run)
 
     def _user_posts(self, session: str, payload) -> bool:
@@ -717,6 +768,17 @@ class HitlMachine(RuleBasedStateMachine):
             return False
         return all(
             r.parked for r in self.w.scheduler.tasks() if self.w.actor_of(r) is run
+        )
+
+    def _invitable(self, member: str) -> bool:
+        """Not invited yet, and its leader is free to ask for help."""
+        leader = TEAM_OF.get(member)
+        return (
+            leader is not None
+            and member in self.cast
+            and member not in self.sessions
+            and leader in self.sessions
+            and not self._awaiting(leader)
         )
 
     def _writable_while_parked(self, session: str) -> bool:
@@ -847,6 +909,18 @@ def bus_operation_fails(self: HitlMachine, operation: str, session: str) -> None
     self.w.bus.fail_next(name, key_of(self.sessions[session]))
     self.ledger.faults.add(session)
 
+@precondition(lambda self: any(map(self._invitable, self.cast)))
+@rule(member=_invitable_member(), first_turn=_chosen("turns"))
+@_story_step
+def leader_invites_member(self: HitlMachine, member: str, first_turn: str) -> None:
+    """The user asks a team's leader for help; its model calls
+    ``AgentInvite`` for ``member``, which mints the member's session in
+    that team and delivers the task into its inbox. With several teams and
+    workers, members of both teams work, fail and report at once."""
+    if self._invitable(member):  # pylint: disable=protected-access
+        self._invite(member, first_turn)  # pylint: disable=protected-access
+
+
 #: The rules each flag turns on; module functions, not methods, so that a
 #: machine without the flag has no trace of them.
 OPTIONAL_RULES = {
@@ -854,8 +928,10 @@ OPTIONAL_RULES = {
     "parked_messages": (user_messages_parked_session,),
     "crashes": (process_crashes,),
     "bus_faults": (bus_operation_fails,),
+    "several_teams": (leader_invites_member,),
 }
 del user_interrupts, user_messages_parked_session, process_crashes, bus_operation_fails
+del leader_invites_member
 
 
 def machine_enforcing(*codes: str, **narrowing) -> type[HitlMachine]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from harness.cast import TEAM_OF as _LEADER_OF
+
 #: What a model turn does, in words.
 _TURN_WORDS = {
     "calls GatedAction": "calls GatedAction, which waits for the user's confirmation (ASKING)",
@@ -33,6 +35,12 @@ _SENTENCES: dict[str, Callable[..., str]] = {
         "which creates the worker's session and delivers the task to its inbox. "
         f"The worker's model, when it runs, {_turn(worker_first_turn)}."
     ),
+    "leader_invites_member": lambda member, first_turn: (
+        f"The user asks the {_LEADER_OF.get(member, 'leader')} for help; its model calls "
+        f"AgentInvite for the {member}, which creates the {member}'s session in that "
+        f"team and delivers the task to its inbox. The {member}'s model, when it "
+        f"runs, {_turn(first_turn)}."
+    ),
     "user_sends_message": lambda session, model_turn: (
         f"The user sends {session} a message through the chat endpoint; "
         f"{session}'s model {_turn(model_turn)}. The run stops at its turn tail "
@@ -40,7 +48,7 @@ _SENTENCES: dict[str, Callable[..., str]] = {
     ),
     "user_answers_confirmation": lambda session, decision, posted_to_leader: (
         f"The user {decision} {session}'s pending tool call"
-        + (" from the leader's session (agentscope routes it to the worker)" if posted_to_leader and session == "worker" else "")
+        + (f" from the {_LEADER_OF[session]}'s session (agentscope routes it to the {session})" if posted_to_leader and session in _LEADER_OF else "")
         + "."
     ),
     "user_messages_parked_session": lambda session, via: (
@@ -91,8 +99,27 @@ _SENTENCES: dict[str, Callable[..., str]] = {
 }
 
 
-def narrate(rule: str, arguments: dict) -> str:
-    """One sentence for one step (the call itself for an unknown rule)."""
+#: Where a new run stops, on a machine whose model calls pause mid-answer.
+_STREAMING = {
+    "The run stops at its turn tail (about to check its inbox).": (
+        "The run stops while its model is still answering (mid-stream)."
+    ),
+    "(spawned runs take their first turn)": (
+        "(spawned runs stop while their model is answering)"
+    ),
+}
+
+
+def narrate(rule: str, arguments: dict, streaming: bool = False) -> str:
+    """One sentence for one step (the call itself for an unknown rule);
+    ``streaming``: the story's machine stops new runs mid-answer."""
+    text = _sentence(rule, arguments)
+    for plain, mid_stream in _STREAMING.items() if streaming else ():
+        text = text.replace(plain, mid_stream)
+    return text
+
+
+def _sentence(rule: str, arguments: dict) -> str:
     sentence = _SENTENCES.get(rule)
     if sentence is None:
         rendered = ", ".join(f"{k}={v!r}" for k, v in arguments.items())

@@ -21,13 +21,20 @@ from properties.machine import FAILS, SEVERAL_CALLS, TURNS, machine_enforcing
 #: its stories need that the seed stories of I1–I7 leave out. Properties
 #: about one session's own runs leave the worker out of the cast (the user
 #: talks to leader and solo): inviting one costs more than anything else a
-#: story does, and every shrinking step replays it. I10 keeps it, since it
-#: is about what a leader is told of its worker.
+#: story does, and every shrinking step replays it. I10 is about what each
+#: leader is told of its members, so it plays two teams at once.
 WITHOUT_WORKER = ("leader", "solo")
+#: Two teams at once: the leader's crew (worker, helper) and the chief's
+#: band (aide), without the solo session.
+TWO_TEAMS = {
+    "several_teams": True,
+    "cast": ("leader", "worker", "helper", "chief", "aide"),
+    "messaged": ("leader", "chief"),
+}
 NARROWING: dict[str, dict] = {
     "I8": {"parked_messages": True, "cast": WITHOUT_WORKER},
-    "I9": {"interrupts": True, "cast": WITHOUT_WORKER},
-    "I10": {"turns": (*TURNS, FAILS)},
+    "I9": {"interrupts": True, "streaming": True, "cast": WITHOUT_WORKER},
+    "I10": {"turns": (*TURNS, FAILS), **TWO_TEAMS},
     "I11": {"crashes": True, "turns": (*TURNS, FAILS), "cast": WITHOUT_WORKER},
     "I12": {"turns": (*TURNS, SEVERAL_CALLS), "cast": WITHOUT_WORKER},
     "I13": {"bus_faults": True, "cast": WITHOUT_WORKER},

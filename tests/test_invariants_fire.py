@@ -74,6 +74,15 @@ def test_I2_fires_on_a_failure_reminder_for_a_healthy_worker(machine):
     inv.no_spurious_leader_reminder(machine.w.observe(), machine.ledger)
 
 
+def test_I2_fires_on_a_reminder_about_another_teams_member():
+    """A failure in the chief's team explains no reminder to the leader."""
+    reminder = _hint(f"{inv.REMINDER_MARK} 'aide' hit an error while running")
+    leader = SessionView("leader", "l", inbox_pushes=[reminder])
+    _fires("I2", inv.no_spurious_leader_reminder, Observation({"leader": leader}), Ledger(faults={"aide"}))
+    chief = SessionView("chief", "c", inbox_pushes=[reminder])
+    inv.no_spurious_leader_reminder(Observation({"chief": chief}), Ledger(faults={"aide"}))
+
+
 # ── I3 ────────────────────────────────────────────────────────────────
 
 
@@ -245,6 +254,25 @@ def test_I10_fires_unless_the_leader_is_told_of_each_failure_once():
                Observation({"worker": failed, "leader": leader}, settled=True), Ledger())
     leader = SessionView("leader", "l", inbox_pushes=[reminder])
     inv.failures_reported_once(Observation({"worker": failed, "leader": leader}, settled=True), Ledger())
+
+
+def test_I10_fires_when_the_other_team_is_told():
+    """With two teams, the worker's failure is the leader's to hear, not
+    the chief's."""
+    failed = SessionView("worker", "w", events=_replies(
+        ("REPLY_START", "r1", None), ("REPLY_END", "r1", "error"),
+    ))
+    reminder = _hint("<system-reminder>Team member 'worker' hit an error while running, ...")
+    misrouted = {
+        "worker": failed,
+        "leader": SessionView("leader", "l"),
+        "chief": SessionView("chief", "c", inbox_pushes=[reminder]),
+    }
+    violation = _fires("I10", inv.failures_reported_once, Observation(misrouted, settled=True), Ledger())
+    assert "leader" in str(violation)
+    routed = {**misrouted, "leader": SessionView("leader", "l", inbox_pushes=[reminder]),
+              "chief": SessionView("chief", "c")}
+    inv.failures_reported_once(Observation(routed, settled=True), Ledger())
 
 
 # ── I11 ───────────────────────────────────────────────────────────────
