@@ -12,12 +12,17 @@ paths a real tool call can take:
 - :class:`BatchGatedAction` and :class:`BatchExternalJob` behave like the
   first two but are concurrency-safe, so several of them in one model turn
   run as one concurrent batch and park together.
+- :class:`BackgroundJob` is allowed and runs until the test finishes it:
+  past agentscope's offload timeout (10 virtual seconds) its call goes on
+  in the background, and its result reaches the session's inbox when the
+  test finishes it.
 
-All four read their decision from one :class:`ToolDesk`, which the test can
+All of them read their decision from one :class:`ToolDesk`, which the test can
 change at any time and which records every permission check and every run.
 """
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -35,6 +40,7 @@ LOCAL_LOOKUP = "LocalLookup"
 FORBIDDEN_ACTION = "ForbiddenAction"
 BATCH_GATED_ACTION = "BatchGatedAction"
 BATCH_EXTERNAL_JOB = "BatchExternalJob"
+BACKGROUND_JOB = "BackgroundJob"
 
 _NOTE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -51,7 +57,8 @@ class ToolEvent:
     """A permission check or a run of one desk tool."""
 
     kind: str
-    """``"check"`` or ``"run"``."""
+    """``"check"``, ``"run"``, or for a background job ``"finished"`` or
+    ``"stopped"`` (its call was cancelled)."""
     tool: str
     session_id: str
     args: dict[str, Any]
@@ -69,13 +76,40 @@ class ToolDesk:
             FORBIDDEN_ACTION: PermissionBehavior.DENY,
             BATCH_GATED_ACTION: PermissionBehavior.PASSTHROUGH,
             BATCH_EXTERNAL_JOB: PermissionBehavior.ALLOW,
+            BACKGROUND_JOB: PermissionBehavior.ALLOW,
         },
     )
     events: list[ToolEvent] = field(default_factory=list)
+    #: One "may finish" signal per background job, by its note.
+    _job_signals: dict[str, asyncio.Event] = field(default_factory=dict)
 
     def decide(self, tool: str, behavior: PermissionBehavior) -> None:
         """Make ``tool`` return ``behavior`` from now on."""
         self.decisions[tool] = behavior
+
+    def job_signal(self, note: str) -> asyncio.Event:
+        """What the background job ``note`` waits for to finish."""
+        return self._job_signals.setdefault(note, asyncio.Event())
+
+    def running_jobs(self, session_id: str) -> list[str]:
+        """Notes of the session's background jobs that started and have
+        neither finished nor been stopped, oldest first."""
+        ended = {
+            e.args["note"] for e in self.events if e.kind in ("finished", "stopped")
+        }
+        return [
+            e.args["note"]
+            for e in self.events
+            if e.kind == "run"
+            and e.tool == BACKGROUND_JOB
+            and e.session_id == session_id
+            and e.args["note"] not in ended
+            and not self.job_signal(e.args["note"]).is_set()
+        ]
+
+    def finish_job(self, note: str) -> None:
+        """Let the background job ``note`` finish."""
+        self.job_signal(note).set()
 
     def runs(self, tool: str | None = None) -> list[ToolEvent]:
         """Every run recorded, optionally of one tool only."""
@@ -169,6 +203,32 @@ class BatchExternalJob(ExternalJob):
     is_concurrency_safe = True
 
 
+class BackgroundJob(_DeskTool):
+    """A long job that ends when the test says so (``ToolDesk.finish_job``).
+
+    Allowed and not external, so agentscope's ``ToolOffloadMiddleware``
+    moves it to the background once it has run for 10 seconds; the desk
+    records whether it finished or was stopped (cancelled)."""
+
+    name = BACKGROUND_JOB
+    description = "Run a long job; it may go on in the background."
+
+    async def call(self, note: str = "") -> ToolChunk:
+        self._record("run", {"note": note})
+        try:
+            await self._desk.job_signal(note).wait()
+        except asyncio.CancelledError:
+            self._record("stopped", {"note": note})
+            raise
+        self._record("finished", {"note": note})
+        return ToolChunk(content=[TextBlock(text=job_output(note))])
+
+
+def job_output(note: str) -> str:
+    """What the background job ``note`` returns when it finishes."""
+    return f"job output: {note} finished"
+
+
 def desk_tools(desk: ToolDesk, session_id: str) -> list[ToolBase]:
     """One of each desk tool, bound to ``session_id``."""
     return [
@@ -178,6 +238,7 @@ def desk_tools(desk: ToolDesk, session_id: str) -> list[ToolBase]:
         ForbiddenAction(desk, session_id),
         BatchGatedAction(desk, session_id),
         BatchExternalJob(desk, session_id),
+        BackgroundJob(desk, session_id),
     ]
 
 

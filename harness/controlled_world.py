@@ -57,15 +57,22 @@ from .world import (
     open_stage,
 )
 
-#: The cast every story starts with: agent names, also their aliases.
-
 #: Task names agentscope gives its independent parties: runs
 #: (``chat-run:``, ``wake-run:``, ``resume-run:``), the wake-up dispatcher
 #: and its backoff retries, and the cancel dispatcher's three loops
-#: (``cancel-dispatcher:session``, ``:task``, ``:interrupt``).
+#: (``cancel-dispatcher:session``, ``:task``, ``:interrupt``); and, by
+#: their coroutine's name (agentscope leaves them unnamed), the deliverer of
+#: a background tool's result and the clean-up of its registration, which
+#: outlive the run that offloaded the tool.
 _AGENTSCOPE_ACTOR = re.compile(
-    r"(-run:|-retry:|^wakeup-dispatcher$|^cancel-dispatcher:)",
+    r"(-run:|-retry:|^wakeup-dispatcher$|^cancel-dispatcher:"
+    r"|^_deliver_when_done(#\d+)?$|^_safe_bg_task_unregister(#\d+)?$)",
 )
+
+#: A background task's id in its registration key. agentscope draws these
+#: from ``shortuuid`` (no id hook reaches them), so traces show them
+#: numbered in order of first appearance instead.
+_BACKGROUND_TASK_ID = re.compile(r"(bg_tasks:[^#\s]+#)([A-Za-z0-9]{22})\b")
 
 #: Channels the cancel dispatcher acts on as soon as a message arrives,
 #: with no bus operation of its own: each delivery is a switch point, so
@@ -147,6 +154,7 @@ class ControlledWorld:
             rf"\b{theatre.stories:06x}([0-9a-f]{{6}})0{{20}}\b",
         )
         self.aliases: dict[str, str] = {}
+        self._background_tasks: dict[str, int] = {}
         self.scheduler = Scheduler(self.loop, rename=self.alias)
         self.fake_bus = bus or VirtualRedisBus(self.clock.now)
         self.bus = ControlledBus(
@@ -200,10 +208,21 @@ class ControlledWorld:
     def alias(self, text: str) -> str:
         """``text`` with every known session id replaced by its alias and
         every other id of this story by its story-relative number."""
-        return self._story_ids.sub(
+        text = self._story_ids.sub(
             lambda m: f"#{int(m.group(1), 16)}",
             apply_aliases(text, self.aliases),
         )
+        return _BACKGROUND_TASK_ID.sub(
+            lambda m: m.group(1) + self._background_task_number(m.group(2)),
+            text,
+        )
+
+    def _background_task_number(self, task_id: str) -> str:
+        number = self._background_tasks.setdefault(
+            task_id,
+            len(self._background_tasks) + 1,
+        )
+        return f"job{number}"
 
     # ── actors ────────────────────────────────────────────────────────
 
@@ -346,6 +365,7 @@ class ControlledWorld:
         view.resolved_call_ids = list(persisted.resolved_call_ids)
         view.context_hints = list(persisted.context_hints)
         view.context_user_texts = list(persisted.context_user_texts)
+        view.context_tool_outputs = list(persisted.context_tool_outputs)
         return view
 
     def _queued(self, key: str) -> list[dict]:
@@ -414,6 +434,7 @@ def _read_context(view: SessionView, context: list) -> None:
             kind = getattr(block, "type", None)
             if kind == "tool_result":
                 view.resolved_call_ids.append(block.id)
+                view.context_tool_outputs.append(str(block.output))
             elif kind == "hint":
                 view.context_hints.append(str(block.hint))
 

@@ -33,6 +33,8 @@ class SessionView:
     resolved_call_ids: list[str] = field(default_factory=list)
     context_hints: list[str] = field(default_factory=list)
     context_user_texts: list[str] = field(default_factory=list)
+    #: The output of every tool result in the agent's context, as text.
+    context_tool_outputs: list[str] = field(default_factory=list)
     #: The notes of the desk tool calls that ran for this session.
     tool_runs: list[str] = field(default_factory=list)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fakes.permission_gate import job_output
 from harness.cast import TEAM_OF
 from harness.observation import REQUEST_EVENTS, Observation, SessionView
 
@@ -34,6 +35,7 @@ INVARIANT_TITLES = {
     "I12": "calls-run-as-answered",
     "I13": "dispatcher-survives-bus-faults",
     "I9": "interrupt-not-lost",
+    "I14": "background-results-delivered",
 }
 
 
@@ -117,6 +119,8 @@ class Ledger:
     #: confirmed or denied).
     confirmations: dict[str, list[tuple[str, str, bool]]] = field(default_factory=dict)
     interrupts: list[Interrupt] = field(default_factory=list)
+    #: Per session, the background jobs the harness let finish (notes).
+    jobs_finished: dict[str, list[str]] = field(default_factory=dict)
 
     def deliver(self, alias: str, marker: str) -> None:
         self.delivered.setdefault(alias, []).append(marker)
@@ -129,6 +133,9 @@ class Ledger:
 
     def message_while_parked(self, alias: str, marker: str, refused: bool) -> None:
         self.parked_messages.setdefault(alias, []).append((marker, refused))
+    def job_finished(self, alias: str, note: str) -> None:
+        self.jobs_finished.setdefault(alias, []).append(note)
+
     def interrupt(self, view: SessionView) -> Interrupt:
         """Record an interrupt sent to the session ``view`` shows, as it
         was at that moment."""
@@ -521,6 +528,36 @@ def interrupt_not_lost(obs: Observation, ledger: Ledger) -> None:
             )
 
 
+def background_results_delivered(obs: Observation, ledger: Ledger) -> None:
+    """I14: once settled and unparked, the output of every background job
+    that finished is in the agent's context exactly once: as its call's
+    result, or as the completion notice agentscope queues in the inbox.
+
+    A job the agent started and nobody stopped is work the user paid for;
+    a result that reaches nobody leaves the agent believing it is still
+    running (or that it was interrupted) while its effects happened."""
+    if not obs.settled:
+        return
+    for alias, notes in ledger.jobs_finished.items():
+        view = obs.sessions.get(alias)
+        if view is None or view.parked_status != "idle":
+            continue
+        for note in notes:
+            output = job_output(note)
+            seen = sum(
+                text.count(output)
+                for text in (*view.context_tool_outputs, *view.context_hints)
+            )
+            if seen != 1:
+                raise InvariantViolated(
+                    "I14",
+                    "every finished background job's result reaches the agent once",
+                    f"{output!r} is in {alias}'s context once",
+                    f"it is there {seen} times ({len(view.queued)} payload(s) "
+                    f"still queued for {alias})",
+                )
+
+
 STEP_INVARIANTS = (
     no_error_reply_without_fault,
     no_spurious_leader_reminder,
@@ -534,6 +571,7 @@ STEP_INVARIANTS = (
     calls_run_as_answered,
     dispatcher_survives,
     interrupt_not_lost,
+    background_results_delivered,
 )
 
 

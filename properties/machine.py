@@ -46,7 +46,11 @@ from agentscope.message import (
 from fastapi import HTTPException
 
 from fakes.model import CallTool, CallTools, Fail, Text
-from fakes.permission_gate import BATCH_EXTERNAL_JOB, BATCH_GATED_ACTION
+from fakes.permission_gate import (
+    BACKGROUND_JOB,
+    BATCH_EXTERNAL_JOB,
+    BATCH_GATED_ACTION,
+)
 from harness import agentscope_under_test
 from harness.controlled_bus import describe_payload
 from harness.cast import CHIEF, LEADER, SOLO, TEAM_OF, WORKER
@@ -74,6 +78,11 @@ FAILS = "fails"
 #: A turn with several calls at once: two that ask the user, one external
 #: job (these three park together) and one the policy denies.
 SEVERAL_CALLS = "calls several tools"
+
+#: A turn whose call runs long: a background job, which agentscope moves
+#: to the background after 10 seconds (only machines with
+#: ``background_jobs`` script it).
+BACKGROUND = "starts a background job"
 
 #: Where an inbox payload comes from.
 SOURCES = ("team member", "channel", "background task")
@@ -175,6 +184,8 @@ def _turns(alias: str, turn: str, tag: str = "") -> list:
         return [CallTool("ExternalJob", {"note": f"{alias} hands off a job"})]
     if turn == FAILS:
         return [Fail(f"{alias}'s model is unavailable")]
+    if turn == BACKGROUND:
+        return [CallTool(BACKGROUND_JOB, {"note": f"{alias} {tag} job"})]
     if turn == SEVERAL_CALLS:
         return [
             CallTools(
@@ -223,10 +234,14 @@ class HitlMachine(RuleBasedStateMachine):
     #: ``leader_invites_member`` rule): with a cast that has them, a second
     #: worker in the leader's team, and the chief's team beside it.
     several_teams: bool = False
+    #: Whether background jobs may finish (the ``background_job_finishes``
+    #: rule; the model starts them with the ``starts a background job``
+    #: turn).
+    background_jobs: bool = False
 
     #: Flags reported in :meth:`configuration` only when set (so stories
     #: of machines without them keep the names they always had).
-    LATER_FLAGS = ("streaming", "several_teams")
+    LATER_FLAGS = ("streaming", "several_teams", "background_jobs")
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -275,7 +290,7 @@ class HitlMachine(RuleBasedStateMachine):
     #: Invariants about the settled world; only machines enforcing one of
     #: them pay for settling at the end of every example (the others meet
     #: settled worlds through the ``everything_settles`` rule).
-    END_STATE = frozenset({"I5", "I7", "I8", "I9", "I10", "I11", "I12"})
+    END_STATE = frozenset({"I5", "I7", "I8", "I9", "I10", "I11", "I12", "I14"})
 
     #: Invariants about a world settled past every lease (liveness).
     PAST_LEASES = frozenset({"I11"})
@@ -781,6 +796,11 @@ class HitlMachine(RuleBasedStateMachine):
             and not self._awaiting(leader)
         )
 
+    def _has_running_job(self, session: str) -> bool:
+        return session in self.sessions and bool(
+            self.w.world.desk.running_jobs(self.sessions[session]),
+        )
+
     def _writable_while_parked(self, session: str) -> bool:
         return session in self.messaged and session in self.sessions and self._awaiting(session)
 
@@ -921,6 +941,22 @@ def leader_invites_member(self: HitlMachine, member: str, first_turn: str) -> No
         self._invite(member, first_turn)  # pylint: disable=protected-access
 
 
+@precondition(lambda self: any(map(self._has_running_job, self.cast)))
+@rule(session=_session_where("_has_running_job"))
+@_story_step
+def background_job_finishes(self: HitlMachine, session: str) -> None:
+    """The oldest running background job of the session finishes. If
+    agentscope has moved it to the background by then, its deliverer
+    (a task of its own) queues the result in the session's inbox and wakes
+    the session; otherwise the result goes straight to the waiting run."""
+    if not self._has_running_job(session):  # pylint: disable=protected-access
+        return
+    note = self.w.world.desk.running_jobs(self.sessions[session])[0]
+    self.ledger.job_finished(session, note)
+    self.w.world.desk.finish_job(note)
+    self.w.scheduler.quiesce()
+
+
 #: The rules each flag turns on; module functions, not methods, so that a
 #: machine without the flag has no trace of them.
 OPTIONAL_RULES = {
@@ -929,9 +965,10 @@ OPTIONAL_RULES = {
     "crashes": (process_crashes,),
     "bus_faults": (bus_operation_fails,),
     "several_teams": (leader_invites_member,),
+    "background_jobs": (background_job_finishes,),
 }
 del user_interrupts, user_messages_parked_session, process_crashes, bus_operation_fails
-del leader_invites_member
+del leader_invites_member, background_job_finishes
 
 
 def machine_enforcing(*codes: str, **narrowing) -> type[HitlMachine]:

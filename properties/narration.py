@@ -17,6 +17,10 @@ _TURN_WORDS = {
     "calls ExternalJob": "calls ExternalJob, which waits for an external result (SUBMITTED)",
     "answers": "answers with text (no tool call)",
     "fails": "call fails (the model raises: an injected fault)",
+    "starts a background job": (
+        "calls BackgroundJob, a long job (allowed; after 10 seconds agentscope moves "
+        "it to the background and tells the model so)"
+    ),
     "calls several tools": (
         "calls four tools at once: two BatchGatedAction calls and a BatchExternalJob "
         "(which park together: ASKING, ASKING, SUBMITTED) and a ForbiddenAction "
@@ -41,10 +45,19 @@ _SENTENCES: dict[str, Callable[..., str]] = {
         f"team and delivers the task to its inbox. The {member}'s model, when it "
         f"runs, {_turn(first_turn)}."
     ),
+    "background_job_finishes": lambda session: (
+        f"{session}'s oldest running background job finishes (if agentscope moved it "
+        "to the background, its deliverer queues the result in the inbox and wakes the "
+        "session)."
+    ),
     "user_sends_message": lambda session, model_turn: (
         f"The user sends {session} a message through the chat endpoint; "
-        f"{session}'s model {_turn(model_turn)}. The run stops at its turn tail "
-        "(about to check its inbox)."
+        f"{session}'s model {_turn(model_turn)}. "
+        + (
+            "The run waits for the job."
+            if model_turn == "starts a background job"
+            else "The run stops at its turn tail (about to check its inbox)."
+        )
     ),
     "user_answers_confirmation": lambda session, decision, posted_to_leader: (
         f"The user {decision} {session}'s pending tool call"

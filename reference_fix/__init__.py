@@ -8,17 +8,24 @@ targets and the properties it makes hold there:
 - :mod:`reference_fix.parked_continuation` (2.0.7, 2.0.8): the reported
   parked-inbox bug (I1, I2);
 - :mod:`reference_fix.dispatcher_survival` (2.0.7–2.0.11): the dispatcher
-  loop ending on one failed bus operation (I13).
+  loop ending on one failed bus operation (I13);
+- :mod:`reference_fix.stop_reaches_slow_tools` (2.0.7–2.0.11): a tool left
+  running, unowned, when its reply is stopped inside the offload window
+  (I14).
 
 :func:`apply` applies every fix that targets the installed agentscope.
 """
 from __future__ import annotations
 
-from . import dispatcher_survival, parked_continuation
+from . import dispatcher_survival, parked_continuation, stop_reaches_slow_tools
 from .source_patch import FixRefused, SourcePatch
 
 #: Every fix, in the order they are applied.
-PATCHES: tuple[SourcePatch, ...] = (parked_continuation.PATCH, dispatcher_survival.PATCH)
+PATCHES: tuple[SourcePatch, ...] = (
+    parked_continuation.PATCH,
+    dispatcher_survival.PATCH,
+    stop_reaches_slow_tools.PATCH,
+)
 
 
 def applicable() -> list[SourcePatch]:

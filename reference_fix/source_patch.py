@@ -15,7 +15,6 @@ import ast
 import difflib
 import importlib
 import inspect
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,18 +99,23 @@ class SourcePatch:
         method_source = inspect.getsource(original)
         if self.before not in method_source:
             raise FixRefused(f"the code the {self.name} fix replaces is not in {self.method}")
-        fixed = textwrap.dedent(method_source.replace(self.before, self.after, 1))
+        if "super()" in method_source:
+            raise FixRefused(f"{self.method} uses super(), which a replaced method cannot")
+        # Compiled as the body of a stand-in class, so the method keeps its
+        # indentation (dedenting would change its multi-line strings).
+        fixed = "class _Fixed:\n" + method_source.replace(self.before, self.after, 1)
         # Keep tracebacks pointing at the right lines of the module.
-        fixed = "\n" * (original.__code__.co_firstlineno - 1) + fixed
+        fixed = "\n" * (original.__code__.co_firstlineno - 2) + fixed
         namespace = dict(vars(module))
         exec(compile(fixed, inspect.getsourcefile(module), "exec"), namespace)  # pylint: disable=exec-used
+        stand_in = namespace["_Fixed"]
         defined = [
-            node.name for node in ast.parse(fixed).body
+            node.name for node in ast.parse(fixed).body[0].body
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         ]
         _REPLACED[self.name] = {name: owner.__dict__.get(name) for name in defined}
         for name in defined:
-            setattr(owner, name, namespace[name])
+            setattr(owner, name, stand_in.__dict__[name])
 
     def remove(self) -> None:
         """Undo :meth:`apply`."""

@@ -35,3 +35,27 @@ def test_replaying_a_story_gives_the_identical_trace():
     assert first.count("\n") > 50, "the story should have exercised the bus"
     assert "wake-run:worker" in first
     assert first == second
+
+
+def play_a_background_job_story() -> str:
+    """A job moved to the background (agentscope draws its task id at
+    random), finished, delivered, and the session woken for it."""
+    from properties.machine import BACKGROUND, machine_enforcing
+
+    machine = machine_enforcing("I14", background_jobs=True, turns=(BACKGROUND,))()
+    try:
+        machine.user_sends_message(session="solo", model_turn=BACKGROUND)
+        machine.time_passes(seconds=31.0)
+        machine.run_continues(session="solo")
+        machine.background_job_finishes(session="solo")
+        machine.everything_settles()
+        return machine.w.render_trace()
+    finally:
+        machine.w.close()
+
+
+def test_a_background_job_story_replays_identically():
+    first = play_a_background_job_story()
+    assert "registry_set   agentscope:bg_tasks:solo#job1" in first
+    assert "_deliver_when_done" in first and "wake-run:solo" in first
+    assert first == play_a_background_job_story()

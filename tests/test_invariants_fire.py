@@ -432,3 +432,27 @@ def test_interrupts_are_a_rule_only_where_the_machine_allows_them():
 def test_every_invariant_has_a_firing_test():
     tested = {name.split("_")[1] for name in globals() if name.startswith("test_I")}
     assert tested == set(inv.INVARIANT_TITLES)
+
+
+# ── I14 ───────────────────────────────────────────────────────────────
+
+
+def test_I14_fires_on_a_finished_job_whose_result_reaches_nobody_or_twice():
+    from fakes.permission_gate import job_output
+
+    ledger = Ledger(jobs_finished={"solo": ["solo job"]})
+    notice = f"<system-notification>... Result: {job_output('solo job')}</system-notification>"
+    lost = SessionView("solo", "s", context_tool_outputs=["interrupted by the user"])
+    violation = _fires("I14", inv.background_results_delivered,
+                       Observation({"solo": lost}, settled=True), ledger)
+    assert "0 times" in str(violation)
+    twice = SessionView("solo", "s", context_tool_outputs=[job_output("solo job")],
+                        context_hints=[notice])
+    _fires("I14", inv.background_results_delivered, Observation({"solo": twice}, settled=True), ledger)
+    # Once, either way, holds; so does a session still parked or unsettled.
+    for once in (SessionView("solo", "s", context_hints=[notice]),
+                 SessionView("solo", "s", context_tool_outputs=[job_output("solo job")])):
+        inv.background_results_delivered(Observation({"solo": once}, settled=True), ledger)
+    lost.parked_status = "awaiting_permission"
+    inv.background_results_delivered(Observation({"solo": lost}, settled=True), ledger)
+    inv.background_results_delivered(Observation({"solo": SessionView("solo", "s")}), ledger)

@@ -107,3 +107,38 @@ def test_the_dispatcher_dies_of_one_failed_bus_call_unless_fixed():
     from agentscope.app._manager._wakeup_dispatcher import WakeupDispatcher
 
     assert not hasattr(WakeupDispatcher, "_requeue_after_failure"), "remove() takes the added method away"
+
+
+# ── the stop-reaches-slow-tools fix ───────────────────────────────────
+
+from reference_fix import stop_reaches_slow_tools  # noqa: E402
+from properties.machine import BACKGROUND  # noqa: E402
+
+SLOW_TOOL_PATCH = PATCH.parent / "agentscope-2.0.8-stop-reaches-slow-tools.diff"
+
+
+def _stopped_job_story() -> list[str]:
+    """The user stops a reply whose background job is still in its offload
+    window: what became of the job (the desk's record of it)."""
+    machine = machine_enforcing("I14", background_jobs=True, interrupts=True, turns=(BACKGROUND,))()
+    try:
+        machine.user_sends_message(session="solo", model_turn=BACKGROUND)
+        machine.user_interrupts(session="solo")
+        machine.everything_settles()
+        return [e.kind for e in machine.w.world.desk.events if e.tool == "BackgroundJob"]
+    finally:
+        machine.w.close()
+
+
+def test_a_stopped_reply_leaves_its_slow_tool_running_unless_fixed():
+    if stop_reaches_slow_tools.PATCH.refusal() is not None:
+        pytest.skip(stop_reaches_slow_tools.PATCH.refusal())
+    assert _stopped_job_story() == ["check", "run"], "without the fix the job runs on"
+    stop_reaches_slow_tools.PATCH.apply()
+    try:
+        assert _stopped_job_story() == ["check", "run", "stopped"]
+        assert stop_reaches_slow_tools.PATCH.unified_diff().strip() == (
+            SLOW_TOOL_PATCH.read_text(encoding="utf-8").strip()
+        )
+    finally:
+        stop_reaches_slow_tools.PATCH.remove()
