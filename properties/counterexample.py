@@ -124,6 +124,7 @@ class Counterexample:
             f"- **{session}**: " + (" → ".join(kinds) if kinds else "(none)")
             for session, kinds in self.events.items()
         )
+        world, jobs, streaming = self._world_in_words()
         return f"""# agentscope {self.agentscope_version}: {self.code} violated — {self.title}
 
 - **agentscope under test:** {self.agentscope_version}, imported from `{self.agentscope_path}`{fix}
@@ -142,11 +143,11 @@ The check failed at step {len(self.steps)}:
 
 ## Steps to reproduce
 
-The world: a team leader, a worker it can invite, and a solo session, each an agentscope
+The world: {world}, each an agentscope
 `Agent` driven by agentscope's own `ChatService`, chat endpoint, run registry,
 `WakeupDispatcher` and `CancelDispatcher`. Only the boundaries are fakes: the message bus (Redis semantics on a
 virtual clock), the model (scripted turns) and the tools (`GatedAction` asks the user to
-confirm, `ExternalJob` waits for an external result).
+confirm, `ExternalJob` waits for an external result{jobs}).{streaming}
 
 {story}
 
@@ -175,6 +176,25 @@ and `» ...` is a party the harness plays (a user, a producer).
 """
 
     # ── the replay ────────────────────────────────────────────────────
+
+    def _world_in_words(self) -> tuple[str, str, str]:
+        """Who is in the story, the extra tool, and whether model calls
+        pause mid-answer: as the story's machine was configured."""
+        world = "a team leader, a worker it can invite, and a solo session"
+        if self.machine.get("several_teams"):
+            world = (
+                "two teams (a leader with two workers it can invite, a chief with "
+                "one) and a solo session"
+            )
+        jobs = (
+            ", `BackgroundJob` runs until the story finishes it"
+            if self.machine.get("background_jobs") else ""
+        )
+        streaming = (
+            " Every model call can be held mid-answer (`model_call` in the timeline)."
+            if self.machine.get("streaming") else ""
+        )
+        return world, jobs, streaming
 
     def repro(self) -> str:
         """``test_repro.py``: the steps as plain calls, no Hypothesis."""

@@ -1,0 +1,51 @@
+"""Two teams at once: each leader hears of its own members only.
+
+The leader's crew (worker, helper) and the chief's band (aide) are minted
+by agentscope's own ``AgentInvite``; their failure reminders must reach
+their own leader, once each (I2, I10).
+"""
+from __future__ import annotations
+
+from properties.invariants import FAILURE_REMINDER_MARK
+from properties.machine import FAILS, TURNS
+from properties.replay import playing
+
+TWO_TEAMS = dict(
+    several_teams=True,
+    turns=(*TURNS, FAILS),
+    cast=("leader", "worker", "helper", "chief", "aide"),
+    messaged=("leader", "chief"),
+)
+
+
+def _reminders(story, alias: str) -> list[str]:
+    view = story.w.observe_session(alias)
+    return [
+        str(p.get("hint")) for p in view.inbox_pushes if FAILURE_REMINDER_MARK in str(p.get("hint"))
+    ]
+
+
+def test_each_leader_hears_of_its_own_members_failures_once():
+    with playing(["I2", "I10"], **TWO_TEAMS) as story:
+        story.leader_invites_member(member="aide", first_turn=FAILS)
+        story.leader_invites_member(member="helper", first_turn="calls GatedAction")
+        story.leader_invites_worker(worker_first_turn=FAILS)
+        story.everything_settles()
+        assert set(story.sessions) >= {"worker", "helper", "aide", "chief"}
+        leader_told, chief_told = _reminders(story, "leader"), _reminders(story, "chief")
+        helper = story.w.observe_session("helper")
+    assert len(leader_told) == 1 and "'worker'" in leader_told[0]
+    assert len(chief_told) == 1 and "'aide'" in chief_told[0]
+    assert helper.parked_status == "awaiting_permission"  # a healthy member, parked
+
+
+def test_a_members_answer_posted_in_its_leaders_session_reaches_it():
+    with playing(["I7"], **TWO_TEAMS) as story:
+        story.leader_invites_member(member="aide", first_turn="calls GatedAction")
+        story.everything_settles()
+        assert story.w.observe_session("aide").parked_status == "awaiting_permission"
+        story.user_answers_confirmation(session="aide", decision="confirms", posted_to_leader=True)
+        story.everything_settles()
+        aide = story.w.observe_session("aide")
+    assert aide.parked_status == "idle"
+    assert aide.last_reply_end() == "completed"
