@@ -7,7 +7,9 @@ machine may be busy):
 
 - seconds to the first I1 failure from an empty example database, over
   ``--runs`` random seeds (median, min, max) -- only meaningful against an
-  agentscope that has the bug (2.0.7, 2.0.8);
+  agentscope that has the bug (2.0.7, 2.0.8); the same for I14 (a stopped
+  reply's slow tool left running), which every release 2.0.7-2.0.11 has,
+  searched as the property suite searches it;
 - examples per second of the I1 property where it holds (with the reference
   fix on a release it targets, else unpatched);
 - the share of an example's time spent inside agentscope's own
@@ -32,6 +34,7 @@ from harness import agentscope_under_test  # noqa: E402
 from harness.quiet import silence_agentscope  # noqa: E402
 from properties.invariants import InvariantViolated  # noqa: E402
 from properties.machine import machine_enforcing  # noqa: E402
+from properties.test_invariants_hold import NARROWING, STORY_STEPS  # noqa: E402
 
 BASE = dict(
     deadline=None,
@@ -41,14 +44,20 @@ BASE = dict(
 )
 
 
-def seconds_to_first_failure() -> float | None:
-    """Wall seconds until Hypothesis first sees I1 fail, from an empty
-    example database and a fresh random seed (shrinking not counted)."""
+def seconds_to_first_failure(code: str) -> float | None:
+    """Wall seconds until Hypothesis first sees ``code`` fail, from an
+    empty example database and a fresh random seed (shrinking not
+    counted), with the machine and story length the property suite uses."""
+    steps = max(BASE["stateful_step_count"], STORY_STEPS.get(code, 0))
     start = time.perf_counter()
     try:
         run_state_machine_as_test(
-            machine_enforcing("I1"),
-            settings=settings(max_examples=2000, phases=[Phase.generate], **BASE),
+            machine_enforcing(code, **NARROWING.get(code, {})),
+            settings=settings(
+                max_examples=2000,
+                phases=[Phase.generate],
+                **{**BASE, "stateful_step_count": steps},
+            ),
         )
     except InvariantViolated:
         return time.perf_counter() - start
@@ -98,13 +107,15 @@ def main() -> None:
     inside, total = share_inside_chat_service(max(10, args.examples // 3))
     print(f"time inside ChatService.run:         {inside / total:.0%} "
           f"({inside:.1f} s of {total:.1f} s profiled)")
-    times = [seconds_to_first_failure() for _ in range(args.runs)]
-    found = [t for t in times if t is not None]
-    if found:
-        print(f"seconds to first I1 failure:         median {statistics.median(found):.1f} "
-              f"(min {min(found):.1f}, max {max(found):.1f}; found in {len(found)}/{len(times)} runs)")
-    else:
-        print("seconds to first I1 failure:         never failed (agentscope without the bug?)")
+    for code in ("I1", "I14"):
+        times = [seconds_to_first_failure(code) for _ in range(args.runs)]
+        found = [t for t in times if t is not None]
+        label = f"seconds to first {code} failure:"
+        if found:
+            print(f"{label:<37}median {statistics.median(found):.1f} "
+                  f"(min {min(found):.1f}, max {max(found):.1f}; found in {len(found)}/{len(times)} runs)")
+        else:
+            print(f"{label:<37}never failed (agentscope without the bug?)")
 
 
 if __name__ == "__main__":
