@@ -139,8 +139,9 @@ class ControlledWorld:
     """agentscope's app layer, one task at a time, on virtual time.
 
     One story's world: a fresh scheduler, bus and agentscope app on the
-    process' shared theatre, with the leader's and the solo agent's story
-    sessions opened and the leader's team made."""
+    process' shared theatre (whose agents are those of
+    :mod:`harness.cast`); the story opens its sessions and makes its
+    teams."""
 
     def __init__(self, bus: MessageBus | None = None) -> None:
         theatre = _Theatre.get()

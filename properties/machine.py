@@ -1,7 +1,9 @@
 """The stateful machine: stories of parked human-in-the-loop runs.
 
 Each Hypothesis example builds a fresh world (a team leader, an invitable
-worker, a solo session; see :class:`~harness.controlled_world.ControlledWorld`)
+worker, a solo session, and on machines with ``several_teams`` a second
+worker and a second team; see :mod:`harness.cast` and
+:class:`~harness.controlled_world.ControlledWorld`)
 and plays a story against it, one rule at a time. Rules are what users,
 producers and agentscope's own background parties do; their names and
 arguments are written so that a shrunk failing program reads as the story
