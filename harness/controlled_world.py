@@ -31,16 +31,7 @@ from typing import Any
 from agentscope.app.message_bus import MessageBus, MessageBusKeys
 
 from fakes.bus import VirtualRedisBus
-from .cast import (  # noqa: F401  (the names stories use, re-exported)
-    AIDE,
-    CHIEF,
-    HELPER,
-    INVITE_DESCRIPTIONS,
-    LEADER,
-    SOLO,
-    TEAM_OF,
-    WORKER,
-)
+from .cast import AIDE, CHIEF, HELPER, INVITE_DESCRIPTIONS, LEADER, SOLO, WORKER
 from .clock import VirtualClock
 from .controlled_bus import ControlledBus
 from .controlled_storage import SerialStorage
@@ -255,11 +246,16 @@ class ControlledWorld:
         while not actor.done:
             if stop is not None and stop(actor):
                 return True
-            mine = [r for r in self.scheduler.parked() if self.actor_of(r) is actor]
+            mine = [r for r in self.working_for(actor) if r.parked]
             if not mine:
                 return False
             self.scheduler.advance(mine[0])
         return True
+
+    def working_for(self, actor: ControlledTask) -> list[ControlledTask]:
+        """Live tasks that work for ``actor`` (itself included), oldest
+        first."""
+        return [r for r in self.scheduler.tasks() if self.actor_of(r) is actor]
 
     def actors(self) -> list[ControlledTask]:
         """Live actors, oldest first."""
@@ -273,7 +269,7 @@ class ControlledWorld:
 
     def step(self, actor: ControlledTask) -> None:
         """One switch point of ``actor`` (or of its oldest parked helper)."""
-        mine = [r for r in self.scheduler.parked() if self.actor_of(r) is actor]
+        mine = [r for r in self.working_for(actor) if r.parked]
         if mine:
             self.scheduler.advance(mine[0])
 

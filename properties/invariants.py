@@ -133,6 +133,7 @@ class Ledger:
 
     def message_while_parked(self, alias: str, marker: str, refused: bool) -> None:
         self.parked_messages.setdefault(alias, []).append((marker, refused))
+
     def job_finished(self, alias: str, note: str) -> None:
         self.jobs_finished.setdefault(alias, []).append(note)
 

@@ -126,23 +126,18 @@ def _chosen(attribute: str, among: tuple[str, ...] | None = None):
     return st.runner().flatmap(options)
 
 
-def _session_where(predicate_name: str):
+def _session_where(predicate_name: str, opened: bool = True):
     """A session for which the machine's ``predicate_name`` holds, chosen
-    when the step runs: a step never picks a session it cannot act on."""
+    when the step runs: a step never picks a session it cannot act on.
+    With ``opened=False`` also a member of the cast with no session yet
+    (one to invite)."""
 
     def options(machine) -> st.SearchStrategy:
         predicate = getattr(machine, predicate_name)
-        values = [s for s in machine.cast if s in machine.sessions and predicate(s)]
-        return st.sampled_from(values) if values else st.nothing()
-
-    return st.runner().flatmap(options)
-
-
-def _invitable_member():
-    """A team member of the cast whom its leader may invite now."""
-
-    def options(machine) -> st.SearchStrategy:
-        values = [m for m in machine.cast if machine._invitable(m)]  # pylint: disable=protected-access
+        values = [
+            s for s in machine.cast
+            if (s in machine.sessions or not opened) and predicate(s)
+        ]
         return st.sampled_from(values) if values else st.nothing()
 
     return st.runner().flatmap(options)
@@ -672,9 +667,8 @@ class HitlMachine(RuleBasedStateMachine):
         self.w.finish(
             run,
             stop=lambda r: any(
-                t.pending is not None and t.pending.name == "model_call"
-                for t in self.w.scheduler.parked()
-                if self.w.actor_of(t) is r
+                t.parked and t.pending.name == "model_call"
+                for t in self.w.working_for(r)
             ),
         )
 
@@ -783,9 +777,7 @@ class HitlMachine(RuleBasedStateMachine):
         run = self._run(session)
         if run is None or not run.parked:
             return False
-        return all(
-            r.parked for r in self.w.scheduler.tasks() if self.w.actor_of(r) is run
-        )
+        return all(r.parked for r in self.w.working_for(run))
 
     def _invitable(self, member: str) -> bool:
         """Not invited yet, and its leader is free to ask for help."""
@@ -865,8 +857,6 @@ def user_interrupts(self: HitlMachine, session: str) -> None:
     self._interrupts(session)  # pylint: disable=protected-access
 
 
-
-
 @precondition(lambda self: any(map(self._writable_while_parked, self.cast)))
 @rule(
     session=_session_where("_writable_while_parked"),
@@ -917,6 +907,7 @@ def process_crashes(self: HitlMachine, session: str) -> None:
     self.ledger.faults.add(session)
     self.ledger.crashed.add(session)
 
+
 @rule(
     operation=st.sampled_from(sorted(BUS_FAULTS)),
     session=_session_where("_exists"),
@@ -931,8 +922,9 @@ def bus_operation_fails(self: HitlMachine, operation: str, session: str) -> None
     self.w.bus.fail_next(name, key_of(self.sessions[session]))
     self.ledger.faults.add(session)
 
+
 @precondition(lambda self: any(map(self._invitable, self.cast)))
-@rule(member=_invitable_member(), first_turn=_chosen("turns"))
+@rule(member=_session_where("_invitable", opened=False), first_turn=_chosen("turns"))
 @_story_step
 def leader_invites_member(self: HitlMachine, member: str, first_turn: str) -> None:
     """The user asks a team's leader for help; its model calls

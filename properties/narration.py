@@ -29,6 +29,16 @@ _TURN_WORDS = {
 }
 
 
+#: Where a new run stops, in a story's words; on a machine whose model
+#: calls pause mid-answer (``streaming``), each reads as its replacement.
+_AT_TURN_TAIL = "The run stops at its turn tail (about to check its inbox)."
+_SPAWNED_TAKE_A_TURN = "(spawned runs take their first turn)"
+_STREAMING = {
+    _AT_TURN_TAIL: "The run stops while its model is still answering (mid-stream).",
+    _SPAWNED_TAKE_A_TURN: "(spawned runs stop while their model is answering)",
+}
+
+
 def _turn(turn: str) -> str:
     return _TURN_WORDS.get(turn, turn)
 
@@ -56,7 +66,7 @@ _SENTENCES: dict[str, Callable[..., str]] = {
         + (
             "The run waits for the job."
             if model_turn == "starts a background job"
-            else "The run stops at its turn tail (about to check its inbox)."
+            else _AT_TURN_TAIL
         )
     ),
     "user_answers_confirmation": lambda session, decision, posted_to_leader: (
@@ -95,8 +105,7 @@ _SENTENCES: dict[str, Callable[..., str]] = {
         f"{session}'s run goes on until it ends or must wait."
     ),
     "dispatcher_processes_queue": lambda: (
-        "The wake-up dispatcher drains its trigger queue (spawned runs take "
-        "their first turn)."
+        f"The wake-up dispatcher drains its trigger queue {_SPAWNED_TAKE_A_TURN}."
     ),
     "one_task_takes_a_step": lambda task: (
         f"Task `{task}` takes one step (up to its next bus operation)."
@@ -108,17 +117,6 @@ _SENTENCES: dict[str, Callable[..., str]] = {
     "teardown": lambda: (
         "The story ends: the world settles (for liveness, past every lease) "
         "and is checked."
-    ),
-}
-
-
-#: Where a new run stops, on a machine whose model calls pause mid-answer.
-_STREAMING = {
-    "The run stops at its turn tail (about to check its inbox).": (
-        "The run stops while its model is still answering (mid-stream)."
-    ),
-    "(spawned runs take their first turn)": (
-        "(spawned runs stop while their model is answering)"
     ),
 }
 

@@ -11,7 +11,6 @@ does not contain the exact text it replaces.
 """
 from __future__ import annotations
 
-import ast
 import difflib
 import importlib
 import inspect
@@ -109,10 +108,7 @@ class SourcePatch:
         namespace = dict(vars(module))
         exec(compile(fixed, inspect.getsourcefile(module), "exec"), namespace)  # pylint: disable=exec-used
         stand_in = namespace["_Fixed"]
-        defined = [
-            node.name for node in ast.parse(fixed).body[0].body
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        ]
+        defined = [name for name, value in vars(stand_in).items() if inspect.isfunction(value)]
         _REPLACED[self.name] = {name: owner.__dict__.get(name) for name in defined}
         for name in defined:
             setattr(owner, name, stand_in.__dict__[name])

@@ -15,7 +15,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from reference_fix import parked_continuation
 from harness import agentscope_under_test
-from harness.controlled_world import LEADER, SOLO, WORKER
+from harness.cast import LEADER, SOLO, WORKER
 from harness.story import program_lines, story_steps
 from properties.invariants import InvariantViolated
 from properties.machine import machine_enforcing
