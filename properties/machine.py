@@ -340,7 +340,11 @@ class HitlMachine(RuleBasedStateMachine):
             statement=invariant_statement(code) if violated else (
                 "every step of the story runs without an unexpected exception"
             ),
-            failure=failure.args[0] if violated and failure.args else repr(failure),
+            # Ids as the trace shows them: a raw id carries the story's
+            # number in this process, which depends on what ran before.
+            failure=self.w.alias(
+                failure.args[0] if violated and failure.args else repr(failure),
+            ),
             steps=list(self.steps),
             machine=self.configuration(),
             trace=self.w.render_trace(),

@@ -1,4 +1,4 @@
-"""Every committed finding still replays: same failure, same trace.
+"""Every committed finding still replays: same failure, same message, same trace.
 
 ``docs/findings/counterexamples/`` holds the folders the release sweep
 wrote. Each folder found on the agentscope installed here must still fail
@@ -38,3 +38,4 @@ def test_a_finding_fails_again_with_its_recorded_trace(folder: Path):
     assert again is not None, f"the story no longer fails: {failure!r}"
     assert again.code == recorded.code
     assert again.trace == recorded.trace
+    assert again.failure == recorded.failure  # ids as the trace shows them
