@@ -5,16 +5,21 @@ Implements every abstract method of agentscope's
 ``InMemoryMessageBus`` ignores TTLs on locks, registries and logs, this bus
 honours them the way ``RedisMessageBus`` does (``SET NX EX`` leases,
 sliding ``EXPIRE`` on namespaces, queues and logs), reading time from a
-:class:`~harness.clock.VirtualClock`.
+:class:`~harness.kernel.clock.VirtualClock`.
 
 A held lock stands for a live holder that renews its lease (Redis' heartbeat
 task); the lease only runs out when its holder task is gone without having
 released it, which is exactly what a crashed process looks like.
 
 This module holds semantics only. Switch points and the operation trace are
-added around any bus by :class:`harness.controlled_bus.ControlledBus`, so the
-same scheduler can drive agentscope's own buses too. The ``peek_*`` and
-``*_snapshot`` methods read state without changing it, for invariants.
+added around any bus by :class:`~harness.kernel.controlled_bus.ControlledBus`, so the
+same interleaver can drive agentscope's own buses too. The ``peek_*``
+methods, ``lock_holder`` and ``process_died`` make it a
+:class:`~harness.kernel.bus_inspector.BusInspector`.
+
+Stands in for ``RedisMessageBus``. Where it differs: a live holder's lease
+is renewed for ever (the real heartbeat can fail), publish and subscribe
+never fail, and a waiter takes a freed lock at once (the real one polls).
 """
 from __future__ import annotations
 

@@ -8,14 +8,18 @@ whose chat model class is :class:`ScriptedChatModel`. The credential names a
 the :class:`ModelScript` to play inside it.
 
 A model call pops the script's next :class:`Turn` and answers with it; an
-empty script answers ``"done"``. Every call is logged as a
-:class:`ModelCall` for invariants. Nothing here does I/O, sleeps, or reads
+empty script answers ``"done"``. Nothing here does I/O, sleeps, or reads
 the clock.
+
+Implements agentscope's ``ChatModelBase`` (through a registered
+``CredentialBase`` type). Stands in for an LLM provider; differs in that
+answers are scripted per agent and never stream in chunks: a streaming
+story holds the whole call at one switch point instead
+(:attr:`ScriptBook.while_answering`).
 """
 from __future__ import annotations
 
 import json
-import re
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -25,7 +29,7 @@ from pydantic import BaseModel
 
 from agentscope.credential import CredentialBase, CredentialFactory
 from agentscope.formatter import OpenAIChatFormatter
-from agentscope.message import HintBlock, TextBlock, ToolCallBlock
+from agentscope.message import TextBlock, ToolCallBlock
 from agentscope.model import ChatModelBase, ChatResponse
 
 #: What an empty script answers.
@@ -33,8 +37,6 @@ DEFAULT_REPLY = "done"
 
 #: Stands in for the wall-clock ``created_at`` agentscope would stamp.
 FIXED_CREATED_AT = "2026-01-01T00:00:00"
-
-_SESSION_ID_IN_PROMPT = re.compile(r"within a session \(id=([^)]+)\)")
 
 
 # --------------------------------------------------------------------------
@@ -112,25 +114,8 @@ class ModelScript:
         return turn
 
 
-@dataclass(frozen=True)
-class ModelCall:
-    """One model call as it was served, for invariants and reports."""
-
-    book: str
-    script: str
-    number: int
-    """1-based count of calls served by this script so far."""
-    turn: Turn | None
-    """The scripted turn, ``None`` when the default reply was given."""
-    session_id: str | None
-    """Read from the system prompt agentscope writes; ``None`` if absent."""
-    tools_offered: tuple[str, ...]
-    hints_seen: tuple[str, ...]
-    """Text of every hint block in the context the model was shown."""
-
-
 class ScriptBook:
-    """Every script of one world, plus the log of calls they served.
+    """Every script of one world.
 
     Books are found by name from a class-level shelf, because agentscope
     builds the model from stored data only and the name is the one piece
@@ -142,7 +127,6 @@ class ScriptBook:
     def __init__(self, name: str) -> None:
         self.name = name
         self.scripts: dict[str, ModelScript] = {}
-        self.calls: list[ModelCall] = []
         #: Awaited by every model call after it has taken its turn and
         #: before it answers (with the script's name): where a harness
         #: holds a reply "while the model is streaming", so a cancel can
@@ -176,26 +160,10 @@ class ScriptBook:
             self.scripts[name] = ModelScript(name)
         return self.scripts[name]
 
-    def serve(
-        self,
-        script_name: str,
-        messages: list,
-        tools: list[dict] | None,
-    ) -> ChatResponse:
-        """Answer one model call from the named script and log it."""
+    def serve(self, script_name: str) -> ChatResponse:
+        """Answer one model call from the named script."""
         script = self.script(script_name)
         turn = script.take()
-        self.calls.append(
-            ModelCall(
-                book=self.name,
-                script=script_name,
-                number=script.served,
-                turn=turn,
-                session_id=_session_id_from(messages),
-                tools_offered=_tool_names(tools),
-                hints_seen=_hint_texts(messages),
-            ),
-        )
         return _response_for(turn, script_name, script.served)
 
 
@@ -257,7 +225,7 @@ class ScriptedChatModel(ChatModelBase):
         **kwargs: Any,
     ) -> ChatResponse:
         book = ScriptBook.find(self.credential.book)
-        response = book.serve(model_name, messages, tools)
+        response = book.serve(model_name)
         if book.while_answering is not None:
             await book.while_answering(model_name)
         return response
@@ -302,42 +270,3 @@ def _tool_call_block(
         name=call.name,
         input=json.dumps(call.args),
     )
-
-
-def _session_id_from(messages: list) -> str | None:
-    """The session id agentscope writes into the system prompt."""
-    if not messages:
-        return None
-    match = _SESSION_ID_IN_PROMPT.search(_plain_text(messages[0]))
-    return match.group(1) if match else None
-
-
-def _blocks(msg: Any) -> list:
-    """A message's blocks, read without minting ids for string content."""
-    return msg.content if isinstance(msg.content, list) else []
-
-
-def _plain_text(msg: Any) -> str:
-    """A message's text, read without minting ids for string content."""
-    if isinstance(msg.content, str):
-        return msg.content
-    return "".join(
-        block.text for block in msg.content if isinstance(block, TextBlock)
-    )
-
-
-def _tool_names(tools: list[dict] | None) -> tuple[str, ...]:
-    """Names of the tools offered to the model."""
-    return tuple(
-        schema.get("function", {}).get("name", "") for schema in tools or []
-    )
-
-
-def _hint_texts(messages: list) -> tuple[str, ...]:
-    """Text of every hint block in the messages, in order."""
-    texts = []
-    for msg in messages:
-        for block in _blocks(msg):
-            if isinstance(block, HintBlock) and isinstance(block.hint, str):
-                texts.append(block.hint)
-    return tuple(texts)

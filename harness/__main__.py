@@ -1,6 +1,6 @@
 """``python -m harness``: the same as the ``hitl-harness`` command."""
 import sys
 
-from .cli import main
+from .tools.cli import main
 
 sys.exit(main())

@@ -1,0 +1,49 @@
+"""Serialised storage calls the interleaver can see.
+
+agentscope's SQL storage runs its queries on aiosqlite's worker thread, which
+hands results back to the loop whenever the OS lets it. That is the one source
+of timing the loop cannot order by itself. :class:`SerialStorage` forwards
+every coroutine method of the real storage, one call at a time in request
+order, and tells the interleaver while a call is in flight, so quiescence waits
+for it instead of racing it. The storage itself is untouched: this is an
+object handed to agentscope's constructors in its place.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from typing import Any
+
+from .interleaver import Interleaver
+
+
+class SerialStorage:
+    """A forwarding proxy around a ``StorageBase``."""
+
+    def __init__(self, inner: Any, interleaver: Interleaver) -> None:
+        self._inner = inner
+        self._interleaver = interleaver
+        self._one_at_a_time: asyncio.Lock | None = None
+        #: Bumped by every call that may write, so readers can cache.
+        self.writes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not inspect.iscoroutinefunction(attr):
+            return attr
+
+        @functools.wraps(attr)
+        async def serialised(*args: Any, **kwargs: Any) -> Any:
+            if self._one_at_a_time is None:
+                self._one_at_a_time = asyncio.Lock()
+            async with self._one_at_a_time:
+                if not name.startswith(("get_", "list_")):
+                    self.writes += 1
+                self._interleaver.storage_call_started()
+                try:
+                    return await attr(*args, **kwargs)
+                finally:
+                    self._interleaver.storage_call_finished()
+
+        return serialised

@@ -1,0 +1,331 @@
+"""The controlled loop: one task moves at a time, and the harness picks which.
+
+Every task created on the loop while the interleaver is in control is a
+*controlled task*. A controlled task stops at each **switch point** (every
+bus operation, see :class:`~harness.kernel.controlled_bus.ControlledBus`) and stays
+held there until :meth:`Interleaver.advance` releases it. Between switch
+points it runs like ordinary asyncio code.
+
+:meth:`Interleaver.quiesce` is the one primitive everything else is built on
+(trio's ``wait_all_tasks_blocked``): run the loop until no callback is ready
+and no storage call is in flight, i.e. every live task is held at a switch
+point, waiting on a virtual timer, or blocked on something only another task
+can release. At that moment the set of held tasks is a pure function of
+the choices made so far, so the choice of which to release next can be a
+Hypothesis draw: it shrinks, and it replays.
+
+Labels are deterministic (agentscope's own task names where it gives them,
+the coroutine's name otherwise, numbered by creation order), because they
+appear in shrunk programs and in traces.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .event_loop import VirtualTimeEventLoop
+from .trace import Trace
+
+#: Releases at one virtual instant before a world counts as livelocked
+#: (tasks that keep waking each other without time passing).
+SETTLE_STEP_LIMIT = 5000
+
+#: Virtual seconds a world may keep busy while settling: longer than any
+#: lease agentscope sets (600 s), so a dispatcher retrying every 0.1 s
+#: behind a crashed run's lock settles, and one retrying forever does not.
+SETTLE_HORIZON = 3600.0
+
+
+class DidNotSettle(AssertionError):
+    """Raised when releasing tasks and advancing time never reaches rest."""
+
+
+@dataclass(frozen=True)
+class Op:
+    """A bus operation a task is about to perform."""
+
+    name: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.key}"
+
+
+class ControlledTask:
+    """Bookkeeping for one task under control."""
+
+    def __init__(
+        self,
+        task: asyncio.Task,
+        index: int,
+        qualname: str,
+        parent: "ControlledTask | None",
+    ) -> None:
+        self.task = task
+        self.index = index
+        self.qualname = qualname
+        self.parent = parent
+        self.label: str | None = None
+        self.pending: Op | None = None
+        self.gate: asyncio.Future | None = None
+
+    @property
+    def held(self) -> bool:
+        """Stopped at a switch point, waiting to be released. (A *held*
+        task; "parked" is kept for sessions waiting for their user.)"""
+        return self.gate is not None and not self.task.done()
+
+    @property
+    def done(self) -> bool:
+        return self.task.done()
+
+    def __repr__(self) -> str:
+        where = f" at {self.pending}" if self.held else ""
+        return f"<{self.label}{where}>"
+
+
+class Interleaver:
+    """Owns the loop's task factory, the switch points and quiescence.
+
+    (agentscope has a ``SchedulerManager`` of its own, for timed jobs; this
+    is not that: it decides which task moves next.)"""
+
+    def __init__(
+        self,
+        loop: VirtualTimeEventLoop,
+        rename: Callable[[str], str] = lambda name: name,
+    ) -> None:
+        self.loop = loop
+        self._rename = rename
+        self.trace = Trace()
+        self._records: dict[asyncio.Task, ControlledTask] = {}
+        self._order: list[ControlledTask] = []
+        self._live: list[ControlledTask] = []
+        self._unlabelled: list[ControlledTask] = []
+        self._crashed: list[ControlledTask] = []
+        self._label_counts: Counter[str] = Counter()
+        self._creating_internal = False
+        self._storage_calls_in_flight = 0
+        self._storage_idle: asyncio.Event | None = None
+        #: Switch points only park tasks while this is set (not in setup).
+        self.controlling = False
+        loop.set_task_factory(self._task_factory)
+
+    # ── task registry ─────────────────────────────────────────────────
+
+    def _task_factory(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        coro: Coroutine,
+        **kwargs: Any,
+    ) -> asyncio.Task:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        if not self._creating_internal:
+            qualname = getattr(coro, "__qualname__", type(coro).__name__)
+            creator = asyncio.current_task(loop)
+            parent = self._records.get(creator) if creator else None
+            record = ControlledTask(task, len(self._order), qualname, parent)
+            self._records[task] = record
+            self._order.append(record)
+            self._live.append(record)
+            self._unlabelled.append(record)
+        return task
+
+    def _label(self, record: ControlledTask) -> str:
+        if record.label is None:
+            name = record.task.get_name()
+            if name.startswith("Task-"):
+                name = record.qualname.split(".")[-1]
+            name = self._rename(name)
+            self._label_counts[name] += 1
+            count = self._label_counts[name]
+            record.label = name if count == 1 else f"{name}#{count}"
+        return record.label
+
+    def _label_new_tasks(self) -> None:
+        for record in self._unlabelled:
+            self._label(record)
+        self._unlabelled.clear()
+
+    def current_label(self) -> str:
+        """Label of the running task; ``harness`` outside control."""
+        task = asyncio.current_task()
+        record = self._records.get(task) if task else None
+        return self._label(record) if record else "harness"
+
+    def label_of(self, task: asyncio.Task) -> str:
+        """The label of any task; uncontrolled ones are ``harness``."""
+        record = self._records.get(task)
+        return self._label(record) if record else "harness"
+
+    def tasks(self) -> list[ControlledTask]:
+        """Every controlled task that is still alive (and not crashed),
+        oldest first."""
+        self._label_new_tasks()
+        self._live = [r for r in self._live if not r.done]
+        return [r for r in self._live if r not in self._crashed]
+
+    def crash(self, record: ControlledTask) -> list[ControlledTask]:
+        """The process running ``record`` dies: it and every task it
+        started stop where they are and never move again (no ``finally``
+        runs); returns them. The world goes on without them."""
+        doomed = [r for r in self.tasks() if r is record or self._descends(r, record)]
+        self._crashed.extend(doomed)
+        return doomed
+
+    def crashed(self) -> list[ControlledTask]:
+        """Crashed tasks that have not been closed down yet."""
+        return [r for r in self._crashed if not r.done]
+
+    @staticmethod
+    def _descends(record: ControlledTask, ancestor: ControlledTask) -> bool:
+        current = record.parent
+        while current is not None:
+            if current is ancestor:
+                return True
+            current = current.parent
+        return False
+
+    def held(self) -> list[ControlledTask]:
+        """Live tasks held at a switch point, oldest first."""
+        return [r for r in self.tasks() if r.held]
+
+    # ── switch points ─────────────────────────────────────────────────
+
+    async def switch_point(self, op: Op) -> None:
+        """Park the calling task until the harness releases it."""
+        task = asyncio.current_task()
+        record = self._records.get(task) if task else None
+        if record is None or not self.controlling:
+            return
+        self._label(record)
+        record.pending = op
+        record.gate = self.loop.create_future()
+        try:
+            await record.gate
+        finally:
+            record.gate = None
+            record.pending = None
+
+    def record(self, op: str, key: str, detail: str = "") -> None:
+        """Append an executed operation to the trace."""
+        self.trace.record(self.current_label(), op, key, detail)
+
+    # ── storage calls (the only work that leaves the loop's thread) ──
+
+    def storage_call_started(self) -> None:
+        self._storage_calls_in_flight += 1
+        self._idle_event().clear()
+
+    def storage_call_finished(self) -> None:
+        self._storage_calls_in_flight -= 1
+        if self._storage_calls_in_flight == 0:
+            self._idle_event().set()
+
+    def _idle_event(self) -> asyncio.Event:
+        if self._storage_idle is None:
+            self._storage_idle = asyncio.Event()
+            self._storage_idle.set()
+        return self._storage_idle
+
+    # ── driving ───────────────────────────────────────────────────────
+
+    def run_uncontrolled(self, coro: Coroutine) -> Any:
+        """Run harness code (setup, inspection) to completion.
+
+        The coroutine itself is not a controlled task, but any task it
+        creates is. Only call this when the world is quiescent.
+        """
+        self._creating_internal = True
+        try:
+            task = self.loop.create_task(coro)
+        finally:
+            self._creating_internal = False
+        return self.loop.run_until_complete(task)
+
+    async def _until_quiescent(self) -> None:
+        while True:
+            await asyncio.sleep(0)
+            if self._storage_calls_in_flight:
+                await self._idle_event().wait()
+                continue
+            if not self.loop.has_ready_callbacks():
+                return
+
+    def quiesce(self) -> None:
+        """Run until nothing can move without a release or a clock jump."""
+        self.run_uncontrolled(self._until_quiescent())
+        self._label_new_tasks()
+
+    def spawn(self, coro: Coroutine, label: str) -> ControlledTask:
+        """Start a controlled task and run until it first parks or ends."""
+        task = self.loop.create_task(coro, name=label)
+        record = self._records[task]
+        self.quiesce()
+        return record
+
+    def advance(self, record: ControlledTask) -> None:
+        """Release one held task past its switch point, then quiesce."""
+        self._release(record)
+        self.quiesce()
+
+    def _release(self, record: ControlledTask) -> None:
+        if not record.held:
+            raise RuntimeError(f"{record!r} is not held at a switch point")
+        assert record.gate is not None
+        record.gate.set_result(None)
+
+    def settle(
+        self,
+        limit: int = SETTLE_STEP_LIMIT,
+        horizon: float = SETTLE_HORIZON,
+    ) -> None:
+        """Let everything finish: release held tasks oldest first and
+        jump the clock to the next timer whenever nothing else can move.
+        Raises :class:`DidNotSettle` on ``limit`` releases without the
+        clock moving, or when work is still due ``horizon`` virtual seconds
+        on. (One coroutine does it all: settling can take tens of
+        thousands of releases, and re-entering the loop for each costs.)"""
+        self.run_uncontrolled(self._settle(limit, horizon))
+        self._label_new_tasks()
+
+    async def _settle(self, limit: int, horizon: float) -> None:
+        give_up_at = self.loop.clock.now() + horizon
+        steps = 0
+        while True:
+            await self._until_quiescent()
+            held = self.held()
+            if held:
+                steps += 1
+                if steps > limit:
+                    raise DidNotSettle(
+                        f"{limit} releases without virtual time passing; "
+                        f"still held: {self.held()}",
+                    )
+                self._release(held[0])
+                continue
+            deadline = self.loop.next_timer_deadline()
+            if deadline is None:
+                return
+            if deadline > give_up_at:
+                raise DidNotSettle(
+                    f"still busy {horizon:g} virtual seconds on: a timer is "
+                    f"due at {deadline:g} s (now {self.loop.clock.now():g} s)",
+                )
+            self.loop.clock.advance_to(max(deadline, self.loop.clock.now()))
+            steps = 0
+
+    def pass_time(self, seconds: float) -> None:
+        """Jump the clock forward, firing each timer that falls due."""
+        target = self.loop.clock.now() + seconds
+        while True:
+            self.quiesce()
+            deadline = self.loop.next_timer_deadline()
+            if deadline is None or deadline > target:
+                break
+            self.loop.clock.advance_to(max(deadline, self.loop.clock.now()))
+        self.loop.clock.advance_to(target)
+        self.quiesce()

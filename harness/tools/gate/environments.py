@@ -1,0 +1,147 @@
+"""One isolated environment per agentscope, built once with uv and cached.
+
+An environment holds the agentscope a target names and the harness's own
+runtime dependencies at the versions installed here, so every environment
+runs the harness the same way. It is keyed by what was installed (the
+target's identity, those versions and the Python), so a second gate of the
+same target starts in seconds. The harness itself is not installed into it:
+its packages are put on ``PYTHONPATH`` (see :func:`harness_path`), so the
+environment never depends on how the harness was installed here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from .specs import Target
+
+#: The harness's runtime dependencies, installed into every environment.
+HARNESS_DEPENDENCIES = (
+    "aiosqlite",
+    "anyio",
+    "hypothesis",
+    "pytest",
+    "pytest-asyncio",
+    "pytest-xdist",
+)
+
+#: The project's packages, as the property suite imports them.
+HARNESS_PACKAGES = ("harness", "fakes", "properties", "reference_fix")
+
+#: Lines of the installer's error kept in a "could not run" verdict.
+ERROR_LINES = 3
+
+
+class InstallFailed(Exception):
+    """The installer could not build the environment (its last lines)."""
+
+
+@dataclass(frozen=True)
+class Environment:
+    """A built environment: its folder and its Python."""
+
+    folder: Path
+    cached: bool
+
+    @property
+    def python(self) -> Path:
+        return self.folder / "bin" / "python"
+
+
+def cache_root() -> Path:
+    """``$HITL_GATE_CACHE``, else ``$XDG_CACHE_HOME`` (or ``~/.cache``)
+    ``/agentscope-hitl-harness``."""
+    explicit = os.environ.get("HITL_GATE_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "agentscope-hitl-harness"
+
+
+def pinned_dependencies() -> list[str]:
+    """The harness's dependencies at the versions installed here."""
+    return [f"{name}=={metadata.version(name)}" for name in HARNESS_DEPENDENCIES]
+
+
+def key_of(target: Target) -> str:
+    """What the environment of ``target`` is keyed by."""
+    recipe = {
+        "python": sys.version.split()[0],
+        "target": target.identity,
+        "install": list(target.install),
+        "dependencies": pinned_dependencies(),
+    }
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
+    return digest[:16]
+
+
+def ensure(target: Target, say=print) -> Environment:
+    """The cached environment of ``target``, built first if it is missing."""
+    envs = cache_root() / "envs"
+    folder = envs / key_of(target)
+    if (folder / "environment.json").is_file():
+        return Environment(folder, cached=True)
+    envs.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f"{folder.name}.", suffix=".building", dir=envs))
+    try:
+        say(f"building an environment with uv in {folder}")
+        _uv("venv", "--quiet", "--python", sys.executable, str(building / "venv"))
+        _uv(
+            "pip",
+            "install",
+            "--python",
+            str(building / "venv" / "bin" / "python"),
+            *target.install,
+            *pinned_dependencies(),
+        )
+        (building / "venv" / "environment.json").write_text(
+            json.dumps(
+                {"target": target.identity, "install": list(target.install),
+                 "dependencies": pinned_dependencies()},
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+        if folder.exists():  # another gate built it meanwhile
+            shutil.rmtree(building, ignore_errors=True)
+        else:
+            (building / "venv").rename(folder)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return Environment(folder, cached=False)
+
+
+def harness_path() -> Path:
+    """A folder holding only the harness's packages (links to them), for
+    ``PYTHONPATH``: nothing else of this environment leaks in."""
+    source = Path(__file__).resolve().parents[3]
+    stage = cache_root() / "harness-path" / hashlib.sha256(str(source).encode()).hexdigest()[:16]
+    stage.mkdir(parents=True, exist_ok=True)
+    for package in HARNESS_PACKAGES:
+        link = stage / package
+        if not link.exists():
+            link.symlink_to(source / package, target_is_directory=True)
+    return stage
+
+
+def _uv(*arguments: str) -> None:
+    from uv import find_uv_bin  # pylint: disable=import-outside-toplevel
+
+    done = subprocess.run(
+        [find_uv_bin(), *arguments],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        lines = [l for l in done.stderr.strip().splitlines() if l.strip()]
+        raise InstallFailed(" | ".join(l.strip() for l in lines[-ERROR_LINES:]) or "no output")

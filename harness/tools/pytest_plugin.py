@@ -1,0 +1,202 @@
+"""The harness as a pytest plugin (loaded through the ``pytest11`` entry
+point wherever the package is installed, and by the project's conftest).
+
+- registers the Hypothesis profiles (:mod:`harness.profiles`);
+- ``--reference-fix`` applies :mod:`reference_fix` before any test runs,
+  and stops the session with a clear message on a release it does not
+  target;
+- the header names the agentscope under test (version and path), whether
+  the fix is on, and the Hypothesis profile;
+- every failing test whose exception carries a story writes a
+  counterexample folder (``--counterexamples DIR``);
+- the summary ends with one verdict per property, also written as JSON
+  with ``--verdicts-json FILE`` (what ``hitl-harness gate`` reads).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from harness.world import agentscope_under_test
+from harness.world.marks import AGENTSCOPE_WARNINGS
+from harness.world.quiet import silence_agentscope
+
+from . import profiles
+
+#: How verdict lines start, for a program reading the output as it comes.
+VERDICT_LINE = "hitl-verdict"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("hitl-harness")
+    group.addoption(
+        "--reference-fix",
+        action="store_true",
+        default=False,
+        help="apply every reference fix that targets the agentscope under "
+        "test before running (refused on a release no fix targets)",
+    )
+    group.addoption(
+        "--counterexamples",
+        metavar="DIR",
+        default=os.environ.get("HITL_COUNTEREXAMPLES", "counterexamples"),
+        help="where failing stories are written as counterexample folders "
+        "(default: ./counterexamples, or $HITL_COUNTEREXAMPLES)",
+    )
+    group.addoption(
+        "--verdicts-json",
+        metavar="FILE",
+        default=None,
+        help="also write each property's verdict (and counterexample) as JSON",
+    )
+    group.addoption(
+        "--verdict-lines",
+        action="store_true",
+        default=False,
+        help=f"print a '{VERDICT_LINE} <property> <verdict>' line as each "
+        "property finishes",
+    )
+
+
+# Registered on import, so that ``--hypothesis-profile`` (loaded by
+# Hypothesis' own plugin) can name them whichever plugin configures first.
+profiles.register()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("hypothesis_profile", None):
+        profiles.load_default()
+    silence_agentscope()
+    if config.getoption("--verdict-lines"):
+        _SAY_VERDICTS.append(True)
+    for line in AGENTSCOPE_WARNINGS:
+        config.addinivalue_line("filterwarnings", line)
+    if config.getoption("--reference-fix"):
+        import reference_fix  # pylint: disable=import-outside-toplevel
+
+        try:
+            reference_fix.apply()
+        except reference_fix.FixRefused as refused:
+            raise pytest.UsageError(f"--reference-fix refused: {refused}") from None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    import reference_fix  # pylint: disable=import-outside-toplevel
+
+    fix = (
+        "ON (" + ", ".join(p.name for p in reference_fix.applied()) + ")"
+        if reference_fix.is_applied()
+        else "off"
+    )
+    return [
+        f"hitl-harness: testing {agentscope_under_test.describe()}",
+        f"hitl-harness: reference fix {fix}; hypothesis profile "
+        f"{settings._current_profile}",  # pylint: disable=protected-access
+    ]
+
+
+# ── counterexamples ───────────────────────────────────────────────────
+
+
+def _stories_in(error: BaseException | None):
+    """Every counterexample attached to ``error`` or its group members."""
+    if error is None:
+        return
+    story = getattr(error, "counterexample", None)
+    if story is not None:
+        yield story
+    for member in getattr(error, "exceptions", ()):
+        yield from _stories_in(member)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Tag a property test's reports with its property, and write the
+    counterexample folder of a failing story, naming it in the report
+    (``user_properties`` travel from xdist workers too)."""
+    outcome = yield
+    report = outcome.get_result()
+    prop = getattr(getattr(item, "callspec", None), "params", {}).get("prop")
+    if prop is not None and not any(k == "property" for k, _ in report.user_properties):
+        report.user_properties.append(("property", (prop.code, prop.slug)))
+    if call.excinfo is None or report.when != "call":
+        return
+    from properties.story import folder  # pylint: disable=import-outside-toplevel
+
+    parent = Path(item.config.getoption("--counterexamples"))
+    for story in _stories_in(call.excinfo.value):
+        written = folder.write(story, parent)
+        report.user_properties.append(("counterexample", str(written)))
+        report.sections.append(
+            ("hitl-harness counterexample", f"written to {written}/ (report.md, test_repro.py)"),
+        )
+
+
+# ── verdicts ──────────────────────────────────────────────────────────
+
+_VERDICTS: dict[str, dict] = {}
+_SAY_VERDICTS: list[bool] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Remember each property's outcome for the verdict table (a property
+    test is one whose report carries its property)."""
+    tagged = [v for k, v in report.user_properties if k == "property"]
+    if not tagged:
+        return
+    code, slug = tagged[0]
+    if report.when == "call" or report.outcome != "passed":
+        verdict = {"passed": "holds", "failed": "VIOLATED"}.get(
+            report.outcome,
+            report.outcome,
+        )
+        if report.outcome == "failed" and report.when != "call":
+            verdict = "error"
+        folders = [v for k, v in report.user_properties if k == "counterexample"]
+        _VERDICTS[code] = {
+            "title": slug,
+            "verdict": verdict,
+            "counterexample": folders[0] if folders else None,
+        }
+        if _SAY_VERDICTS:
+            where = f" {folders[0]}" if folders else ""
+            print(f"\n{VERDICT_LINE} {code} {verdict}{where}", flush=True)
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """One line per property: holds / VIOLATED (and where its
+    counterexample is); the same as JSON with ``--verdicts-json``."""
+    import reference_fix  # pylint: disable=import-outside-toplevel
+    from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
+
+    if not _VERDICTS:
+        return
+    terminalreporter.section(
+        f"verdicts for {agentscope_under_test.describe()}",
+    )
+    for code in sorted(_VERDICTS, key=code_order):
+        entry = _VERDICTS[code]
+        where = f"  -> {entry['counterexample']}" if entry["counterexample"] else ""
+        terminalreporter.line(
+            f"  {entry['verdict']:<9} {code} {entry['title']}{where}",
+        )
+    target = config.getoption("--verdicts-json")
+    if target:
+        Path(target).write_text(
+            json.dumps(
+                {
+                    "agentscope_version": agentscope_under_test.version(),
+                    "agentscope_path": agentscope_under_test.path(),
+                    "reference_fix": reference_fix.is_applied(),
+                    "verdicts": _VERDICTS,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n",
+            encoding="utf-8",
+        )

@@ -1,0 +1,414 @@
+"""One story's world, and the one object the rules talk to.
+
+:class:`World` builds agentscope's app (:mod:`.app`) on the process'
+:class:`~harness.world.stage.Stage`, hands agentscope a
+:class:`~harness.kernel.controlled_bus.ControlledBus` around the fake bus
+and a :class:`~harness.kernel.controlled_storage.SerialStorage` around the
+real storage, starts the real ``WakeupDispatcher`` and ``CancelDispatcher``,
+then switches control on. Its methods come in three groups:
+
+- **observe**: what the sessions look like now (:meth:`World.observe`,
+  :meth:`World.observe_session`, :meth:`World.published`, and the small
+  questions a rule's precondition asks);
+- **the parties' actions**: a user posts or presses stop, a producer
+  delivers, a channel posts, a leader invites, a job finishes, a process
+  crashes, a bus operation fails (:mod:`.parties` has the coroutines);
+- **control**: step, finish, settle, pass time.
+
+Sessions are named by their alias in the cast (``leader``, ``worker``...).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any
+
+from agentscope.app.message_bus import MessageBus, MessageBusKeys
+
+from fakes.bus import VirtualRedisBus
+from fakes.model import CallTool, Text, Turn
+from harness.kernel.bus_inspector import inspector_of
+from harness.kernel.controlled_bus import ControlledBus
+from harness.kernel.controlled_storage import SerialStorage
+from harness.kernel.interleaver import ControlledTask, Interleaver, Op
+from harness.kernel.trace import apply_aliases
+
+from . import parties
+from .actors import Actors
+from .app import AgentscopeApp, build_app
+from .cast import CHIEF, LEADER, SOLO, TEAM_OF
+from .ids import install_deterministic_factories
+from .observation import Observation, SessionView
+from .observe import SessionReader
+from .stage import Stage
+from .surface import BACKGROUND_TASK_ID, CANCEL_CHANNELS, WAKEUP_DISPATCHER
+
+
+class World:
+    """agentscope's app layer for one story, one task at a time, on
+    virtual time."""
+
+    def __init__(self, bus: MessageBus | None = None) -> None:
+        stage = Stage.shared()
+        stage.stories += 1
+        self.stage = stage
+        self.clock = stage.clock
+        self.clock.rewind()
+        self.loop = stage.loop
+        asyncio.set_event_loop(self.loop)
+        install_deterministic_factories(self.clock.timestamp, story=stage.stories)
+        self._story_ids = re.compile(rf"\b{stage.stories:06x}([0-9a-f]{{6}})0{{20}}\b")
+        #: This story's sessions by alias, in the order they were opened.
+        self.sessions: dict[str, str] = {}
+        self._agents: dict[str, str] = {}
+        self._aliases: dict[str, str] = {}
+        self._background_tasks: dict[str, int] = {}
+        self.interleaver = Interleaver(self.loop, rename=self.alias)
+        self.actors = Actors(self.interleaver)
+        raw_bus = bus or VirtualRedisBus(self.clock.now)
+        self.bus = ControlledBus(raw_bus, self.interleaver, deliveries=CANCEL_CHANNELS)
+        self.app: AgentscopeApp = self.interleaver.run_uncontrolled(
+            build_app(
+                stage,
+                self.bus,
+                wrap_storage=lambda s: SerialStorage(s, self.interleaver),
+            ),
+        )
+        self._inspector = inspector_of(raw_bus)
+        self._reader = SessionReader(
+            self.app, self.bus, self._inspector, self.interleaver,
+            run_alive=lambda session_id: self._run_of_id(session_id) is not None,
+            setup=self.setup,
+        )
+        self._closed = False
+
+    # ── setting the story up ──────────────────────────────────────────
+
+    def setup(self, coro: Coroutine) -> Any:
+        """Run setup code before control starts (or between steps)."""
+        return self.interleaver.run_uncontrolled(coro)
+
+    def open_cast(self, with_chief: bool) -> None:
+        """Open the leader's and the solo session and the leader's team
+        (and, ``with_chief``, the chief's session and team); members
+        report to their leader when their script runs out."""
+        self.setup(self._open_cast(with_chief))
+
+    async def _open_cast(self, with_chief: bool) -> None:
+        for member, leader in TEAM_OF.items():
+            self.app.script(member).when_empty = (
+                CallTool("TeamSay", {"content": "my part is done", "to": leader}),
+                Text(f"reported to the {leader}"),
+            )
+        for alias in (LEADER, SOLO):
+            self._meet(alias, await self.app.open_session(alias))
+        await self.app.make_team(LEADER)
+        if with_chief:
+            self._meet(CHIEF, await self.app.open_session(CHIEF))
+            await self.app.make_team(CHIEF, team_name="band")
+
+    def _meet(self, alias: str, session_id: str) -> None:
+        self.sessions[alias] = session_id
+        self._agents[alias] = self.app.agent_id(alias)
+        self._aliases[session_id] = alias
+
+    def start(self) -> None:
+        """Start the wake-up, then the cancel dispatcher, as the app's
+        lifespan does, then take control: from here on every bus operation
+        is a switch point."""
+        self.setup(self.app.dispatcher.__aenter__())
+        self.setup(self.app.cancel_dispatcher.__aenter__())
+        self.interleaver.controlling = True
+        self.interleaver.quiesce()
+
+    def pause_model_calls(self) -> None:
+        """Make every model call a switch point (``model_call <script>``),
+        after its turn is taken and before it answers: a run can then be
+        stopped while its model is streaming, and a cancel delivered there
+        lands in the model call, as a user's stop button mid-answer does."""
+
+        async def while_answering(script: str) -> None:
+            await self.interleaver.switch_point(Op("model_call", script))
+            self.interleaver.record("model_call", script)
+
+        self.app.book.while_answering = while_answering
+
+    def script(self, alias: str, *turns: Turn) -> None:
+        """Queue the next model turns of ``alias``'s agent."""
+        self.app.script(alias).add(*turns)
+
+    # ── the parties' actions ──────────────────────────────────────────
+
+    def user_posts(self, alias: str, payload) -> bool:
+        """The user posts to ``alias`` through the chat endpoint; whether
+        it was refused (409)."""
+        posted = self.actors.start(
+            parties.post_chat(self.app, self._agents[alias], self.sessions[alias], payload),
+            f"user posts to {alias}",
+        )
+        return posted.task.done() and posted.task.result()
+
+    def user_presses_stop(self, alias: str) -> None:
+        """The user presses stop in ``alias``'s session."""
+        self.actors.start(
+            parties.press_stop(self.app, self._agents[alias], self.sessions[alias]),
+            f"user interrupts {alias}",
+        )
+
+    def deliver(self, alias: str, payload: dict, source: str) -> None:
+        """``source`` delivers ``payload`` into ``alias``'s inbox."""
+        self.actors.start(
+            parties.deliver(self.app, self._agents[alias], self.sessions[alias], payload),
+            f"{source} delivers to {alias}",
+        )
+
+    def channel_posts(self, alias: str, message) -> None:
+        """A channel's gateway queues ``message`` for ``alias``."""
+        self.actors.start(
+            parties.channel_message(self.app, self._agents[alias], self.sessions[alias], message),
+            f"channel posts to {alias}",
+        )
+
+    def invite(self, member: str, ask) -> None:
+        """The user asks ``member``'s leader for help (``ask``, a user
+        message); the leader's model calls ``AgentInvite`` for ``member``,
+        which mints its session in that team and delivers the task."""
+        leader = TEAM_OF[member]
+        self.script(
+            leader,
+            CallTool(
+                "AgentInvite",
+                {"target": self.app.invite_target(member), "prompt": "Do the chore."},
+            ),
+            Text(f"the {member} is on it"),
+        )
+        self.user_posts(leader, ask)
+        run = self.run_of(leader)
+        if run is not None:
+            self.actors.finish(run)
+        session_id = self.setup(self.app.team_session_of(member, leader))
+        if session_id is not None:
+            self._meet(member, session_id)
+
+    def oldest_running_job(self, alias: str) -> str | None:
+        """The note of ``alias``'s oldest background job still running."""
+        running = self.running_jobs(alias)
+        return running[0] if running else None
+
+    def finish_job(self, note: str) -> None:
+        """Let the background job ``note`` finish."""
+        self.app.desk.finish_job(note)
+        self.interleaver.quiesce()
+
+    def crash(self, alias: str) -> None:
+        """The process running ``alias``'s run dies mid-flight: no cleanup
+        runs, its leases go unrenewed until they expire, and the rest of
+        the world (the dispatcher, producers, other runs) carries on."""
+        run = self.run_of(alias)
+        doomed = self.interleaver.crash(run)
+        self.app.registry.process_died(run.task)
+        self._inspector.process_died([r.task for r in doomed])
+
+    def fail_next(self, alias: str, operation: str, key_of: Callable[[str], str]) -> None:
+        """The next ``operation`` on ``alias``'s key ``key_of(session id)``
+        fails, whoever makes it."""
+        self.bus.fail_next(operation, key_of(self.sessions[alias]))
+
+    # ── control ───────────────────────────────────────────────────────
+
+    def run_of(self, alias: str) -> ControlledTask | None:
+        """The live chat run of ``alias``'s session, if any."""
+        if alias not in self.sessions:
+            return None
+        return self._run_of_id(self.sessions[alias])
+
+    def _run_of_id(self, session_id: str) -> ControlledTask | None:
+        task = self.app.registry.get(session_id)
+        if task is None or task.done():
+            return None
+        return next((r for r in self.interleaver.tasks() if r.task is task), None)
+
+    def dispatcher(self) -> ControlledTask | None:
+        """The wake-up dispatcher's subscription loop, while it lives."""
+        return next((r for r in self.actors.live() if r.label == WAKEUP_DISPATCHER), None)
+
+    def movable_tasks(self) -> list[str]:
+        """Labels of the actors that could take a step now, sorted."""
+        return sorted(a.label for a in self.actors.movable())
+
+    def step_task(self, label: str) -> None:
+        """The actor labelled ``label`` takes one step (if it can move)."""
+        actor = next((a for a in self.actors.movable() if a.label == label), None)
+        if actor is not None:
+            self.actors.step(actor)
+
+    def run_takes_turn(self, alias: str) -> None:
+        """``alias``'s run goes on until its next turn ends and it is about
+        to check its inbox (the turn tail), and stops there."""
+        run = self.run_of(alias)
+        if run is not None:
+            self.actors.step(run)
+            self._run_to_turn_tail(alias, run)
+
+    def finish_run(self, alias: str) -> None:
+        """``alias``'s run goes on until it ends or must wait."""
+        run = self.run_of(alias)
+        if run is not None:
+            self.actors.finish(run)
+
+    def finish_dispatcher(self) -> None:
+        """The wake-up dispatcher goes on until it must wait."""
+        dispatcher = self.dispatcher()
+        if dispatcher is not None:
+            self.actors.finish(dispatcher)
+
+    def _run_to_turn_tail(self, alias: str, run: ControlledTask) -> None:
+        """Move ``run`` until it is about to check its inbox (the turn
+        tail), ends, or must wait for another party."""
+        tail = MessageBusKeys.inbox_lock(self.sessions[alias])
+        self.actors.finish(
+            run,
+            stop=lambda r: r.held
+            and r.pending is not None
+            and r.pending.name == "acquire_lock"
+            and r.pending.key == tail,
+        )
+
+    def _run_to_model_call(self, run: ControlledTask) -> None:
+        """Move a run until its model is answering (or it ends, or must
+        wait for another party)."""
+        self.actors.finish(
+            run,
+            stop=lambda r: any(
+                t.held and t.pending.name == "model_call"
+                for t in self.actors.working_for(r)
+            ),
+        )
+
+    @contextlib.contextmanager
+    def spawned_runs_take_their_turn(self, mid_answer: bool) -> Iterator[None]:
+        """Runs spawned inside the block take their first turn, up to its
+        tail (or, ``mid_answer``, until their model is answering)."""
+        spawned = len(self.app.registry.spawned)
+        yield
+        for task in self.app.registry.spawned[spawned:]:
+            alias = next(
+                (a for a, sid in self.sessions.items() if self.app.registry.get(sid) is task),
+                None,
+            )
+            run = self.run_of(alias) if alias else None
+            if run is not None and mid_answer:
+                self._run_to_model_call(run)
+            elif run is not None:
+                self._run_to_turn_tail(alias, run)
+
+    def settle(self) -> None:
+        """Let everything run to rest, with time passing as needed."""
+        self.interleaver.settle()
+
+    def pass_time(self, seconds: float) -> None:
+        """Virtual time passes; timers falling due fire."""
+        self.interleaver.pass_time(seconds)
+
+    # ── observe ───────────────────────────────────────────────────────
+
+    def observe(self, settled: bool = False, past_leases: bool = False) -> Observation:
+        """What every session of the story looks like right now."""
+        return Observation(
+            past_leases=past_leases,
+            dispatcher_alive=self.dispatcher() is not None,
+            sessions={
+                alias: self._reader.view(session_id, alias)
+                for alias, session_id in self.sessions.items()
+            },
+            settled=settled,
+        )
+
+    def observe_session(self, alias: str) -> SessionView:
+        """One session as it looks right now."""
+        return self._reader.view(self.sessions[alias], alias)
+
+    def published(self, alias: str) -> list[dict]:
+        """The events ``alias``'s session published so far (none before it
+        is opened)."""
+        if alias not in self.sessions:
+            return []
+        return self._reader.events(self.sessions[alias])
+
+    def running_jobs(self, alias: str) -> list[str]:
+        """Notes of ``alias``'s background jobs still running, oldest first."""
+        if alias not in self.sessions:
+            return []
+        return self.app.desk.running_jobs(self.sessions[alias])
+
+    def can_crash(self, alias: str) -> bool:
+        """A live run, stopped at a bus operation with all its helpers."""
+        run = self.run_of(alias)
+        if run is None or not run.held:
+            return False
+        return all(r.held for r in self.actors.working_for(run))
+
+    def dispatcher_waiting(self) -> bool:
+        """The wake-up dispatcher is held at a bus operation (has work)."""
+        dispatcher = self.dispatcher()
+        return dispatcher is not None and dispatcher.held
+
+    def has_timer(self) -> bool:
+        """Some timer is pending: time passing would change something."""
+        return self.loop.next_timer_deadline() is not None
+
+    def is_settled(self) -> bool:
+        """Nothing can move without a new input: no task held, no timer."""
+        return not self.interleaver.held() and not self.has_timer()
+
+    def alias(self, text: str) -> str:
+        """``text`` with every session id replaced by its alias and every
+        other id of this story by its story-relative number (``#3``);
+        background-task ids (drawn from ``shortuuid``, no hook) become
+        ``job1``, ``job2``... in order of first appearance."""
+        text = self._story_ids.sub(
+            lambda m: f"#{int(m.group(1), 16)}",
+            apply_aliases(text, self._aliases),
+        )
+        return BACKGROUND_TASK_ID.sub(
+            lambda m: m.group(1) + self._background_task_number(m.group(2)),
+            text,
+        )
+
+    def _background_task_number(self, task_id: str) -> str:
+        number = self._background_tasks.setdefault(task_id, len(self._background_tasks) + 1)
+        return f"job{number}"
+
+    def render_trace(self) -> str:
+        """The operation trace with ids shown as aliases."""
+        return self.alias(self.interleaver.trace.render())
+
+    # ── the end ───────────────────────────────────────────────────────
+
+    def close(self) -> None:
+        """Stop every task of this story and close its app."""
+        if self._closed:
+            return
+        self._closed = True
+        self.interleaver.controlling = False
+        for record in self.interleaver.tasks() + self.interleaver.crashed():
+            if record.gate is not None and not record.gate.done():
+                record.gate.set_result(None)
+        self.interleaver.quiesce()
+        self.setup(self._shutdown())
+        self.loop.set_task_factory(None)
+
+    async def _shutdown(self) -> None:
+        await self.app.cancel_dispatcher.__aexit__(None, None, None)
+        await self.app.dispatcher.__aexit__(None, None, None)
+        pending = [
+            r.task
+            for r in self.interleaver.tasks() + self.interleaver.crashed()
+            if r.task is not asyncio.current_task()
+        ]
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        await self.app.close()

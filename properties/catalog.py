@@ -1,0 +1,152 @@
+"""The property catalog: one record per property.
+
+Everything else derives from these records: test ids and verdict rows
+(code and slug), the failure's headline (title), which machine searches the
+property (``machine``: the rules its stories need beyond the seed stories of
+I1–I7), how long its stories may be, when it is checked, the README table
+and the firing tests' coverage check. A check function raises
+:class:`~properties.violation.Broken`; :meth:`Property.verify` turns that
+into an :class:`~properties.violation.InvariantViolated` with the record's
+code and title.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .invariants import completion, delivery, liveness, safety
+from .rules.vocabulary import BACKGROUND, FAILS, SEVERAL_CALLS, TURNS
+from .violation import Broken, InvariantViolated
+
+#: When a property is checked.
+EACH_STEP = "after each step"
+SETTLED = "once settled"
+PAST_LEASES = "once settled past every lease"
+ON_TRANSITION = "between two observations"
+
+#: Properties about one session's own runs leave the worker out of their
+#: cast (the user talks to leader and solo): inviting one costs more than
+#: anything else a story does, and every shrinking step replays it.
+WITHOUT_WORKER = ("leader", "solo")
+
+#: Two teams at once: the leader's crew (worker, helper) and the chief's
+#: band (aide), without the solo session.
+TWO_TEAMS = {
+    "several_teams": True,
+    "cast": ("leader", "worker", "helper", "chief", "aide"),
+    "messaged": ("leader", "chief"),
+}
+
+
+@dataclass(frozen=True)
+class Property:
+    """One property: what it says, how it is checked, how it is searched."""
+
+    code: str
+    slug: str
+    title: str
+    check: Callable[..., None]
+    """Raises :class:`Broken` when the property does not hold. Takes
+    ``(observation, ledger)``, or ``(before, now, ledger)`` on a transition."""
+    when: str = EACH_STEP
+    machine: dict = field(default_factory=dict)
+    """Machine class attributes its search needs beyond enforcing it."""
+    story_steps: int | None = None
+    """Longest story its search tells, when longer than the profile's."""
+
+    @property
+    def test_id(self) -> str:
+        return f"{self.code}-{self.slug}"
+
+    @property
+    def statement(self) -> str:
+        """The property in plain words: its check's docstring."""
+        doc = " ".join((self.check.__doc__ or "").split())
+        prefix = f"{self.code}:"
+        return doc[len(prefix):].strip() if doc.startswith(prefix) else self.title
+
+    @property
+    def at_rest(self) -> bool:
+        """Only meaningful once the world has settled."""
+        return self.when in (SETTLED, PAST_LEASES)
+
+    def verify(self, *observed) -> None:
+        """Run the check; a break becomes this property's violation."""
+        try:
+            self.check(*observed)
+        except Broken as broken:
+            raise self.violation(broken.expected, broken.actual) from None
+
+    def violation(self, expected: str, actual: str) -> InvariantViolated:
+        return InvariantViolated(self.code, self.title, expected, actual)
+
+
+PROPERTIES: tuple[Property, ...] = (
+    Property("I1", "no-error-reply-without-fault",
+             "no ReplyEnd(ERROR) unless a fault was injected",
+             safety.no_error_reply_without_fault),
+    Property("I2", "no-spurious-leader-reminder",
+             "no team-leader failure reminder unless a worker failed",
+             safety.no_spurious_leader_reminder),
+    Property("I3", "no-dangling-inbox-consumer",
+             "no inbox consumer registration outlives the runs",
+             safety.no_dangling_inbox_consumer),
+    Property("I4", "parked-stays-parked", "parked status is preserved",
+             safety.parked_stays_parked, when=ON_TRANSITION),
+    Property("I5", "payloads-delivered-once-in-order",
+             "no inbox payload is lost, duplicated or reordered",
+             delivery.payloads_delivered_once_in_order, when=SETTLED),
+    Property("I6", "one-run-per-session", "one run per session at a time",
+             safety.one_run_per_session),
+    Property("I7", "confirm-resume-completes", "confirm/resume always completes",
+             completion.decided_calls_complete, when=SETTLED),
+    Property("I8", "parked-message-not-lost",
+             "a message to a parked session is refused or reaches the agent",
+             delivery.parked_messages_reach_the_agent, when=SETTLED,
+             machine={"parked_messages": True, "cast": WITHOUT_WORKER}),
+    Property("I9", "interrupt-not-lost", "no interrupt is lost",
+             completion.interrupt_not_lost, when=SETTLED,
+             machine={"interrupts": True, "streaming": True, "cast": WITHOUT_WORKER}),
+    Property("I10", "failure-reported-once",
+             "every reply ends exactly once; each failure is reported once",
+             completion.failures_reported_once, when=SETTLED,
+             machine={"turns": (*TURNS, FAILS), **TWO_TEAMS}),
+    Property("I11", "nothing-waits-forever", "nothing waits forever",
+             liveness.nothing_waits_forever, when=PAST_LEASES,
+             machine={"crashes": True, "turns": (*TURNS, FAILS), "cast": WITHOUT_WORKER}),
+    Property("I12", "calls-run-as-answered", "each call runs as the user answered it",
+             completion.calls_run_as_answered, when=SETTLED,
+             machine={"turns": (*TURNS, SEVERAL_CALLS), "cast": WITHOUT_WORKER}),
+    Property("I13", "dispatcher-survives-bus-faults",
+             "the wake-up dispatcher survives a failed bus operation",
+             liveness.dispatcher_survives,
+             machine={"bus_faults": True, "cast": WITHOUT_WORKER}),
+    # Its shortest failing story needs more steps than the profile's default
+    # leaves room for (a job starts, the user stops the reply, the cancel
+    # lands, the job finishes, amid every other rule); longer stories still
+    # shrink to the short one.
+    Property("I14", "background-results-delivered",
+             "every finished background job's result reaches the agent once",
+             delivery.background_results_delivered, when=SETTLED,
+             machine={
+                 "background_jobs": True,
+                 "interrupts": True,
+                 "turns": (BACKGROUND, "calls GatedAction"),
+                 "cast": WITHOUT_WORKER,
+             },
+             story_steps=20),
+)
+
+BY_CODE: dict[str, Property] = {p.code: p for p in PROPERTIES}
+
+
+def code_order(code: str) -> tuple[int, str]:
+    """Sort key for property codes: I2 before I10."""
+    digits = "".join(ch for ch in code if ch.isdigit())
+    return (int(digits) if digits else 0, code)
+
+
+def statement_of(code: str) -> str:
+    """The property ``code`` in plain words (a code no record has: itself)."""
+    record = BY_CODE.get(code)
+    return record.statement if record else code

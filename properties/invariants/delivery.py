@@ -1,0 +1,91 @@
+"""Delivery: what was sent reaches the agent, once (I5, I8, I14)."""
+from __future__ import annotations
+
+from harness.world.observation import Observation
+from fakes.tool_desk import job_output
+
+from ..ledger import Ledger
+from ..violation import Broken
+from .words import is_error_end, markers_in
+
+
+def payloads_delivered_once_in_order(
+    obs: Observation,
+    ledger: Ledger,
+) -> None:
+    """I5: once settled and unparked, every delivered payload is in the
+    agent's context exactly once, in delivery order.
+
+    Only meaningful when the world has settled: before that a payload may
+    legitimately still be on its way."""
+    if not obs.settled:
+        return
+    for alias, markers in ledger.delivered.items():
+        view = obs.sessions.get(alias)
+        if view is None or view.parked_status != "idle":
+            continue
+        seen = [h for h in view.context_hints if h in set(markers)]
+        if seen != markers:
+            raise Broken(
+                f"{alias}'s context holds {markers}",
+                f"{alias}'s context holds {seen}; still queued: "
+                f"{markers_in(view.queued)}",
+            )
+
+
+def parked_messages_reach_the_agent(obs: Observation, ledger: Ledger) -> None:
+    """I8: a message the user sends while the agent is parked is refused
+    up front (409) or reaches the agent; it is never accepted and dropped.
+
+    A parked agent cannot take a new message before its pending calls are
+    answered. Refusing it tells the user; keeping it for after the resume
+    loses nothing; accepting it and then failing the run leaves the user
+    with an error about the agent's setup and a message the agent never
+    saw. Checked once settled (before that the message may be on its way)."""
+    if not obs.settled:
+        return
+    for alias, messages in ledger.parked_messages.items():
+        view = obs.sessions.get(alias)
+        if view is None:
+            continue
+        waiting = " ".join(markers_in(view.queued))
+        for marker, refused in messages:
+            if refused or marker in view.context_user_texts or marker in waiting:
+                continue
+            errors = [e for e in view.events if is_error_end(e)]
+            detail = (errors[-1].get("error") or {}) if errors else {}
+            raise Broken(
+                f"{alias}'s endpoint refuses {marker!r}, or {alias}'s agent "
+                "gets it (now or after the resume)",
+                f"accepted, but not in {alias}'s context nor queued; "
+                f"{len(errors)} ReplyEnd(ERROR) published"
+                + (f", the last: {detail.get('type', '?')}: {detail.get('message', '')}" if errors else ""),
+            )
+
+
+def background_results_delivered(obs: Observation, ledger: Ledger) -> None:
+    """I14: once settled and unparked, the output of every background job
+    that finished is in the agent's context exactly once: as its call's
+    result, or as the completion notice agentscope queues in the inbox.
+
+    A job the agent started and nobody stopped is work the user paid for;
+    a result that reaches nobody leaves the agent believing it is still
+    running (or that it was interrupted) while its effects happened."""
+    if not obs.settled:
+        return
+    for alias, notes in ledger.jobs_finished.items():
+        view = obs.sessions.get(alias)
+        if view is None or view.parked_status != "idle":
+            continue
+        for note in notes:
+            output = job_output(note)
+            seen = sum(
+                text.count(output)
+                for text in (*view.context_tool_outputs, *view.context_hints)
+            )
+            if seen != 1:
+                raise Broken(
+                    f"{output!r} is in {alias}'s context once",
+                    f"it is there {seen} times ({len(view.queued)} payload(s) "
+                    f"still queued for {alias})",
+                )

@@ -1,0 +1,55 @@
+"""Liveness: nothing waits forever, the dispatcher keeps going (I11, I13)."""
+from __future__ import annotations
+
+from harness.world.observation import Observation
+
+from ..ledger import Ledger
+from ..violation import Broken
+from .words import excerpt, markers_in
+
+
+def nothing_waits_forever(obs: Observation, ledger: Ledger) -> None:
+    """I11: once settled past every lease, no session is still locked or
+    registered as consumed without a run, and no payload waits in the inbox
+    of a session that is not parked (nothing would ever consume it).
+
+    Liveness after failures: a crashed run's lock and consumer registration
+    must stop blocking once their leases expire, and what was delivered to
+    the session meanwhile must then reach its agent. A parked session's
+    inbox rightly waits for the resume."""
+    if not obs.past_leases:
+        return
+    for view in obs.sessions.values():
+        crashed = " (its run's process crashed)" if view.alias in ledger.crashed else ""
+        if not view.run_alive and (view.lock_leased or view.consumer_registered):
+            raise Broken(
+                f"with no run alive, {view.alias}'s session lock and inbox "
+                "registration have expired",
+                f"still {'locked' if view.lock_leased else ''}"
+                f"{' and ' if view.lock_leased and view.consumer_registered else ''}"
+                f"{'registered as consumed' if view.consumer_registered else ''}{crashed}",
+            )
+        if view.parked_status != "idle" or view.run_alive or not view.queued:
+            continue
+        raise Broken(
+            f"{view.alias}'s inbox is consumed once the world settles past "
+            "every lease",
+            f"{len(view.queued)} payload(s) still queued in {view.alias}'s "
+            f"inbox with no run or wake-up pending{crashed}: "
+            + "; ".join(excerpt(m, 80) for m in markers_in(view.queued)),
+        )
+
+
+def dispatcher_survives(obs: Observation, ledger: Ledger) -> None:
+    """I13: the wake-up dispatcher keeps running whatever one bus operation
+    does.
+
+    It is the only party that turns queued triggers into runs: once its
+    loop ends, every later wake-up, resume and channel message of the
+    process waits in the queue for good."""
+    if not obs.dispatcher_alive:
+        faults = ", ".join(sorted(ledger.faults)) or "none"
+        raise Broken(
+            "agentscope's WakeupDispatcher loop is still running",
+            f"its loop has ended (sessions with injected faults: {faults})",
+        )

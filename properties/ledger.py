@@ -1,0 +1,108 @@
+"""What the harness itself did to the world: the ground truth invariants
+compare against (faults injected, payloads delivered, decisions, messages
+and interrupts sent, jobs finished)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from harness.world.observation import SessionView
+
+
+@dataclass(frozen=True)
+class Interrupt:
+    """An interrupt the user sent, and what its session was doing at that
+    moment (the world is quiescent while the user presses stop, so the
+    moment is the observation taken just before)."""
+
+    alias: str
+    mark: int
+    """How many events the session had published: later ones came after."""
+    reply_id: str | None = None
+    """The reply in progress or parked (started, not ended), if any."""
+    parked_on: tuple[str, ...] = ()
+    """Calls the session awaited: asked about by the open reply (a run at
+    its turn tail has not stored them yet) or stored as ASKING/SUBMITTED,
+    and with no result published (a run that has just applied a decision
+    or an interrupt has not stored that yet either)."""
+    run_alive: bool = False
+
+    @classmethod
+    def seen(cls, view: SessionView) -> Interrupt:
+        """An interrupt sent to the session ``view`` shows."""
+        reply_id = view.open_reply_id()
+        done = view.call_ids_with_results()
+        parked_on = dict.fromkeys(
+            c
+            for c in [*view.requested_call_ids(reply_id), *view.awaiting_call_ids]
+            if c not in done
+        )
+        return cls(
+            alias=view.alias,
+            mark=len(view.events),
+            reply_id=reply_id,
+            parked_on=tuple(parked_on),
+            run_alive=view.run_alive,
+        )
+
+    @property
+    def has_target(self) -> bool:
+        """Whether there was a reply to interrupt: the session was parked,
+        or a live run had a reply in progress. Otherwise (idle, or a run
+        before its reply started or after it ended) the interrupt has
+        nothing to end."""
+        return bool(self.parked_on) or (self.run_alive and self.reply_id is not None)
+
+
+@dataclass
+class Ledger:
+    """What the harness did: the ground truth invariants compare against."""
+
+    faults: set[str] = field(default_factory=set)
+    delivered: dict[str, list[str]] = field(default_factory=dict)
+    decisions: dict[str, list[str]] = field(default_factory=dict)
+    #: Messages the user sent while the session was parked, and whether
+    #: the endpoint refused them.
+    parked_messages: dict[str, list[tuple[str, bool]]] = field(default_factory=dict)
+    #: Sessions whose run's process crashed.
+    crashed: set[str] = field(default_factory=set)
+    #: Per session, each confirmation answer: (call id, the call's note,
+    #: confirmed or denied).
+    confirmations: dict[str, list[tuple[str, str, bool]]] = field(default_factory=dict)
+    interrupts: list[Interrupt] = field(default_factory=list)
+    #: Per session, the background jobs the harness let finish (notes).
+    jobs_finished: dict[str, list[str]] = field(default_factory=dict)
+
+    def deliver(self, alias: str, marker: str) -> None:
+        self.delivered.setdefault(alias, []).append(marker)
+
+    def decide(self, alias: str, tool_call_id: str) -> None:
+        self.decisions.setdefault(alias, []).append(tool_call_id)
+
+    def confirm(self, alias: str, call_id: str, note: str, confirmed: bool) -> None:
+        self.confirmations.setdefault(alias, []).append((call_id, note, confirmed))
+
+    def message_while_parked(self, alias: str, marker: str, refused: bool) -> None:
+        self.parked_messages.setdefault(alias, []).append((marker, refused))
+
+    def job_finished(self, alias: str, note: str) -> None:
+        self.jobs_finished.setdefault(alias, []).append(note)
+
+    def interrupt(self, view: SessionView) -> Interrupt:
+        """Record an interrupt sent to the session ``view`` shows, as it
+        was at that moment."""
+        sent = Interrupt.seen(view)
+        self.interrupts.append(sent)
+        return sent
+
+    def interrupts_of(self, alias: str) -> list[Interrupt]:
+        return [i for i in self.interrupts if i.alias == alias]
+
+
+def ended_by_interrupt(view: SessionView, ledger: Ledger, since: int = 0) -> bool:
+    """Whether a reply of ``view``'s session ended INTERRUPTED (at log
+    position ``since`` or later) after the user had interrupted it."""
+    return any(
+        end.get("finished_reason") == "interrupted"
+        for sent in ledger.interrupts_of(view.alias)
+        for _, end in view.reply_ends(max(since, sent.mark))
+    )

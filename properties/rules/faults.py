@@ -1,0 +1,49 @@
+"""Faults: a run's process crashes, a bus operation fails. Each rule
+exists only on machines whose flag turns it on, and records in the ledger
+which session it touched."""
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from .story_rule import Where, story_rule
+from .vocabulary import BUS_FAULTS
+
+
+class Crashes:
+    """A run's process dies (machines with ``crashes``)."""
+
+    @story_rule(
+        when=lambda self: any(map(self.crashable, self.cast)),
+        session=Where("crashable"),
+        says=lambda session: (
+            f"The process running {session}'s run dies (no cleanup runs; its "
+            "session lock and inbox registration stay until their leases expire)."
+        ),
+    )
+    def process_crashes(self, session: str) -> None:
+        """The process running the session's run dies (killed for memory,
+        a redeploy): no cleanup runs. Its session lock and inbox-consumer
+        registration stay until their leases run out; the dispatcher and
+        every producer, in other processes, carry on."""
+        self.world.crash(session)
+        self.ledger.faults.add(session)
+        self.ledger.crashed.add(session)
+
+
+class BusFaults:
+    """A bus operation fails (machines with ``bus_faults``)."""
+
+    @story_rule(
+        operation=st.sampled_from(sorted(BUS_FAULTS)),
+        session=Where("exists"),
+        says=lambda operation, session: (
+            f"The next `{operation.split()[0]}` on {session}'s "
+            f"{' '.join(operation.split()[1:])} fails (the bus connection drops)."
+        ),
+    )
+    def bus_operation_fails(self, operation: str, session: str) -> None:
+        """The next time anyone makes ``operation`` on the session's key,
+        the bus fails it (a dropped connection, a failover)."""
+        name, key_of = BUS_FAULTS[operation]
+        self.world.fail_next(session, name, key_of)
+        self.ledger.faults.add(session)

@@ -1,0 +1,29 @@
+"""Producers: a team member, a channel or a background task hands a
+payload to a session's inbox through agentscope's ``deliver_to_inbox``."""
+from __future__ import annotations
+
+import json
+
+from agentscope.message import HintBlock
+
+from .story_rule import Chosen, Where, story_rule
+
+
+class ProducerRules:
+    """Payloads arriving in an inbox."""
+
+    @story_rule(
+        source=Chosen("sources"),
+        to=Where("exists"),
+        says=lambda source, to: f"A {source} delivers a message to {to}'s inbox (deliver_to_inbox).",
+    )
+    def payload_arrives(self, source: str, to: str) -> None:
+        """A team message, a channel message or a background-task result
+        lands in a session's inbox through ``deliver_to_inbox``."""
+        marker = f"payload-{self.next_marker()} from {source}"
+        hint = HintBlock(
+            hint=marker,
+            source=json.dumps({"label": source, "sublabel": "harness"}),
+        )
+        self.ledger.deliver(to, marker)
+        self.world.deliver(to, hint.model_dump(mode="json"), source)

@@ -1,0 +1,177 @@
+"""``@story_rule``: a Hypothesis rule that is also a step of a story.
+
+Each rule is declared once, with everything that belongs to it:
+
+- ``when``: its precondition (Hypothesis' ``@precondition``);
+- its arguments, as :class:`Where` (a session for which one of the
+  machine's questions holds, chosen when the step runs), :class:`Chosen`
+  (one of the machine's own values, e.g. its ``turns``), :class:`Movable`
+  (a task that can move now), or any Hypothesis strategy;
+- ``says``: its sentence in a counterexample report, filled with the step's
+  arguments.
+
+The step records itself in the machine's story, runs, then has the machine
+check its invariants; a failure carries the story that led to it. Played
+back from a recorded story (:mod:`properties.story.playback`), a step first
+checks that it still applies, and says which part does not.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
+
+from ..story.record import Step
+
+
+class StepDoesNotApply(Exception):
+    """A recorded step cannot be played in the world as it now is."""
+
+
+@dataclass(frozen=True)
+class Where:
+    """A session for which the machine's question ``question`` holds (with
+    ``opened=False`` also a member of the cast with no session yet)."""
+
+    question: str
+    opened: bool = True
+
+    def strategy(self) -> st.SearchStrategy:
+        def options(machine) -> st.SearchStrategy:
+            holds = getattr(machine, self.question)
+            values = [
+                s for s in machine.cast
+                if (machine.world.sessions.get(s) or not self.opened) and holds(s)
+            ]
+            return st.sampled_from(values) if values else st.nothing()
+
+        return st.runner().flatmap(options)
+
+    def refusal(self, machine, value) -> str | None:
+        if value not in machine.cast:
+            return f"{value!r} is not in the story's cast {list(machine.cast)}"
+        if self.opened and value not in machine.world.sessions:
+            return f"{value} has no session"
+        if not getattr(machine, self.question)(value):
+            return f"{self.question.lstrip('_')}({value!r}) is false"
+        return None
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """One of the machine's own ``attribute`` values: subclasses narrow a
+    scenario by narrowing the attribute, and the shrunk program still shows
+    the real argument."""
+
+    attribute: str
+
+    def strategy(self) -> st.SearchStrategy:
+        def options(machine) -> st.SearchStrategy:
+            values = list(getattr(machine, self.attribute))
+            return st.sampled_from(values) if values else st.nothing()
+
+        return st.runner().flatmap(options)
+
+    def refusal(self, machine, value) -> str | None:
+        values = getattr(machine, self.attribute)
+        if value not in values:
+            return f"{value!r} is not one of the machine's {self.attribute} {list(values)}"
+        return None
+
+
+@dataclass(frozen=True)
+class Movable:
+    """The label of a task that can move now."""
+
+    def strategy(self) -> st.SearchStrategy:
+        def options(machine) -> st.SearchStrategy:
+            labels = machine.world.movable_tasks()
+            return st.sampled_from(labels) if labels else st.nothing()
+
+        return st.runner().flatmap(options)
+
+    def refusal(self, machine, value) -> str | None:
+        movable = machine.world.movable_tasks()
+        if value not in movable:
+            return f"task {value!r} cannot move (movable: {movable})"
+        return None
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """What the registry knows of one rule."""
+
+    name: str
+    says: Callable[..., str]
+    when: Callable | None = None
+    arguments: dict = field(default_factory=dict)
+
+    def refusal(self, machine, arguments: dict) -> str | None:
+        """Why this step cannot be played now, or ``None``."""
+        if self.when is not None and not self.when(machine):
+            return "its precondition is false"
+        for name, kind in self.arguments.items():
+            if name not in arguments:
+                return f"argument {name!r} is missing"
+            refusal = getattr(kind, "refusal", None)
+            reason = refusal(machine, arguments[name]) if refusal else None
+            if reason:
+                return reason
+        unknown = sorted(set(arguments) - set(self.arguments))
+        return f"unknown argument(s) {unknown}" if unknown else None
+
+
+#: Every story rule by name (its sentence, precondition and arguments);
+#: ``teardown`` is Hypothesis' own end of a story.
+RULES: dict[str, RuleSpec] = {
+    "teardown": RuleSpec(
+        "teardown",
+        says=lambda: (
+            "The story ends: the world settles (for liveness, past every lease) "
+            "and is checked."
+        ),
+    ),
+}
+
+
+def story_rule(*, says: Callable[..., str], when: Callable | None = None, **arguments):
+    """Declare a rule: precondition, arguments, sentence and body."""
+
+    def declare(body):
+        spec = RuleSpec(body.__name__, says, when, arguments)
+        RULES[body.__name__] = spec
+
+        @functools.wraps(body)
+        def played(self, **given):
+            if self.playing_back:
+                reason = spec.refusal(self, given)
+                if reason is not None:
+                    raise StepDoesNotApply(
+                        f"step {len(self.steps) + 1}: rule {spec.name} does not apply: {reason}",
+                    )
+            self.steps.append(Step(body.__name__, given))
+            try:
+                body(self, **given)
+                self.check_now()
+            except Exception as failure:
+                self.attach_counterexample(failure)
+                raise
+
+        strategies = {
+            name: kind.strategy() if hasattr(kind, "strategy") else kind
+            for name, kind in arguments.items()
+        }
+        declared = rule(**strategies)(played)
+        return precondition(when)(declared) if when is not None else declared
+
+    return declare
+
+
+def sentence(rule_name: str, arguments: dict) -> str | None:
+    """The rule's sentence for these arguments (``None`` for an unknown
+    rule)."""
+    spec = RULES.get(rule_name)
+    return spec.says(**arguments) if spec else None

@@ -1,0 +1,111 @@
+"""The words stories are told in: what a model turn does, where a payload
+comes from, how long time passes, which bus operation may fail.
+
+Rule arguments are these plain strings, so a shrunk program reads as the
+story (``model_turn='calls GatedAction'``) and ``story.json`` stays data.
+"""
+from __future__ import annotations
+
+from agentscope.app.message_bus import MessageBusKeys
+
+from fakes.model import CallTool, CallTools, Fail, Turn
+from fakes.tool_desk import BACKGROUND_JOB, BATCH_EXTERNAL_JOB, BATCH_GATED_ACTION
+
+#: What a model's next turn does, as a story says it.
+TURNS = ("calls GatedAction", "calls ExternalJob", "answers")
+
+#: A turn whose model call raises: an injected fault (only machines that
+#: list it in ``turns`` script it).
+FAILS = "fails"
+
+#: A turn with several calls at once: two that ask the user, one external
+#: job (these three park together) and one the policy denies.
+SEVERAL_CALLS = "calls several tools"
+
+#: A turn whose call runs long: a background job, which agentscope moves
+#: to the background after 10 seconds.
+BACKGROUND = "starts a background job"
+
+#: Where an inbox payload comes from.
+SOURCES = ("team member", "channel", "background task")
+
+#: Virtual seconds that may pass in one step: a dispatcher backoff, an
+#: inbox-lock lease, a session-run lease.
+DURATIONS = (0.1, 31.0, 601.0)
+
+#: Longer than every lease and TTL agentscope sets (the session lock and the
+#: inbox-consumer registration: 600 s).
+PAST_EVERY_LEASE = 601.0
+
+#: Bus operations a story may make fail, each on one session's key: the
+#: dispatcher's lock check, an event publish, the turn-tail inbox drain,
+#: and dropping the inbox-consumer registration.
+BUS_FAULTS = {
+    "is_locked session lock": ("is_locked", MessageBusKeys.session_lock),
+    "log_append session events": ("log_append", MessageBusKeys.session_events),
+    "queue_drain inbox": ("queue_drain", MessageBusKeys.inbox),
+    "registry_del inbox consumer": (
+        "registry_del",
+        lambda session_id: f"{MessageBusKeys.inbox_consumer(session_id)}#running",
+    ),
+}
+
+
+def scripted_turns(alias: str, turn: str, tag: str = "") -> list[Turn]:
+    """The scripted model turn(s) for ``turn``; ``tag`` makes each call's
+    note unique, so the desk can tell which call ran."""
+    if turn == "calls GatedAction":
+        return [CallTool("GatedAction", {"note": f"{alias} needs approval"})]
+    if turn == "calls ExternalJob":
+        return [CallTool("ExternalJob", {"note": f"{alias} hands off a job"})]
+    if turn == FAILS:
+        return [Fail(f"{alias}'s model is unavailable")]
+    if turn == BACKGROUND:
+        return [CallTool(BACKGROUND_JOB, {"note": f"{alias} {tag} job"})]
+    if turn == SEVERAL_CALLS:
+        return [
+            CallTools(
+                (
+                    CallTool(BATCH_GATED_ACTION, {"note": f"{alias} {tag} change A"}),
+                    CallTool(BATCH_GATED_ACTION, {"note": f"{alias} {tag} change B"}),
+                    CallTool(BATCH_EXTERNAL_JOB, {"note": f"{alias} {tag} job C"}),
+                    CallTool("ForbiddenAction", {"note": f"{alias} {tag} forbidden D"}),
+                ),
+            ),
+        ]
+    return []  # the script's own ending: text, or a report for a worker
+
+
+# ── the same words, for a person ──────────────────────────────────────
+
+#: What a model turn does, in words.
+TURN_WORDS = {
+    "calls GatedAction": "calls GatedAction, which waits for the user's confirmation (ASKING)",
+    "calls ExternalJob": "calls ExternalJob, which waits for an external result (SUBMITTED)",
+    "answers": "answers with text (no tool call)",
+    FAILS: "call fails (the model raises: an injected fault)",
+    BACKGROUND: (
+        "calls BackgroundJob, a long job (allowed; after 10 seconds agentscope moves "
+        "it to the background and tells the model so)"
+    ),
+    SEVERAL_CALLS: (
+        "calls four tools at once: two BatchGatedAction calls and a BatchExternalJob "
+        "(which park together: ASKING, ASKING, SUBMITTED) and a ForbiddenAction "
+        "(denied by policy)"
+    ),
+}
+
+
+def turn_in_words(turn: str) -> str:
+    return TURN_WORDS.get(turn, turn)
+
+
+#: Where a new run stops, in a story's words; on a machine whose model
+#: calls pause mid-answer (``streaming``), each reads as its replacement
+#: in :data:`MID_ANSWER`.
+AT_TURN_TAIL = "The run stops at its turn tail (about to check its inbox)."
+SPAWNED_TAKE_A_TURN = "(spawned runs take their first turn)"
+MID_ANSWER = {
+    AT_TURN_TAIL: "The run stops while its model is still answering (mid-stream).",
+    SPAWNED_TAKE_A_TURN: "(spawned runs stop while their model is answering)",
+}

@@ -1,0 +1,108 @@
+"""A failing story, written down: the record every other part reads.
+
+When a step of the machine fails (a property is violated, or agentscope
+raises), the machine attaches a :class:`Counterexample` to the exception
+(:mod:`.witness`): the story's steps with their concrete arguments, the
+machine's configuration, the bus trace up to the failure and the agentscope
+under test. Hypothesis re-raises the exception of its final, shrunk run, so
+the attached story is the shrunk one.
+
+``story.json`` is this record as JSON, with a schema version: :data:`SCHEMA`
+is what this harness writes; a folder with no version is version 1 (before
+the version was written; the same fields). A newer version is refused, not
+misread. :mod:`.folder` writes the whole folder; :mod:`.report` and
+:mod:`.repro` render its two other files.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+#: The version of ``story.json`` this harness writes.
+SCHEMA = 2
+
+#: Versions it can read.
+READABLE = (1, 2)
+
+
+class UnreadableStory(ValueError):
+    """``story.json`` is missing, malformed, or from a newer harness."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a story: a rule of the machine and its arguments."""
+
+    rule: str
+    arguments: dict = field(default_factory=dict)
+
+    def call(self) -> str:
+        """The step as Python: ``rule(name=value, ...)``."""
+        rendered = ", ".join(f"{k}={v!r}" for k, v in self.arguments.items())
+        return f"{self.rule}({rendered})"
+
+
+@dataclass
+class Counterexample:
+    """A failing story and everything a report needs about it."""
+
+    code: str
+    title: str
+    statement: str
+    failure: str
+    steps: list[Step]
+    machine: dict
+    trace: str
+    events: dict[str, list[str]]
+    agentscope_version: str
+    agentscope_path: str
+    reference_fix: bool
+    error_type: str = "InvariantViolated"
+
+    @property
+    def short_id(self) -> str:
+        """Eight hex digits that name this story on this agentscope."""
+        key = json.dumps(
+            [
+                self.code,
+                [asdict(s) for s in self.steps],
+                self.machine,
+                self.agentscope_version,
+                self.reference_fix,
+            ],
+            sort_keys=True,
+        )
+        return hashlib.sha256(key.encode()).hexdigest()[:8]
+
+    @property
+    def name(self) -> str:
+        """The folder name: ``<property>-<short id>``."""
+        return f"{self.code}-{self.short_id}"
+
+    def to_json(self) -> str:
+        """The story, machine-readable (what ``replay`` reads)."""
+        return json.dumps({"schema": SCHEMA, **asdict(self)}, indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Counterexample:
+        """Read the ``story.json`` of a counterexample folder."""
+        path = Path(folder) / "story.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as unreadable:
+            raise UnreadableStory(f"cannot read {path}: {unreadable}") from None
+        if not isinstance(data, dict):
+            raise UnreadableStory(f"{path} holds no story")
+        version = data.pop("schema", 1)
+        if version not in READABLE:
+            raise UnreadableStory(
+                f"{path} is story format {version}; this harness reads {list(READABLE)}"
+                " (upgrade the harness)",
+            )
+        try:
+            data["steps"] = [Step(**s) for s in data["steps"]]
+            return cls(**data)
+        except (KeyError, TypeError) as malformed:
+            raise UnreadableStory(f"{path} is not a story: {malformed}") from None

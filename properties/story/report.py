@@ -1,0 +1,98 @@
+"""``report.md``: a failing story as a bug report a maintainer can act on
+without running anything."""
+from __future__ import annotations
+
+from .narration import narrate
+from .record import Counterexample
+
+#: The timeline in ``report.md`` shows this many last operations (a story
+#: with a crashed run can make tens of thousands of dispatcher retries);
+#: ``story.json`` keeps them all.
+TIMELINE_LINES = 400
+
+
+def render_report(self: Counterexample) -> str:
+    """``report.md``: paste into an issue as it is."""
+    fix = " with the harness's reference fix applied" if self.reference_fix else ""
+    story = "\n".join(
+        f"{n}. {narrate(s.rule, s.arguments, self.machine.get('streaming', False))}"
+        for n, s in enumerate(self.steps, 1)
+    )
+    timeline = self.trace.strip("\n").splitlines()
+    if len(timeline) > TIMELINE_LINES:
+        omitted = len(timeline) - TIMELINE_LINES
+        timeline = [f"     ({omitted} earlier operations omitted; story.json has them all)"] + timeline[-TIMELINE_LINES:]
+    events = "\n".join(
+        f"- **{session}**: " + (" → ".join(kinds) if kinds else "(none)")
+        for session, kinds in self.events.items()
+    )
+    world, jobs, streaming = _world_in_words(self)
+    return f"""# agentscope {self.agentscope_version}: {self.code} violated — {self.title}
+
+- **agentscope under test:** {self.agentscope_version}, imported from `{self.agentscope_path}`{fix}
+- **Property {self.code}:** {self.statement}
+- **Found by:** agentscope-hitl-harness, a property-based test of agentscope's
+  human-in-the-loop runs; Hypothesis shrank the failing story to the {len(self.steps)} steps below.
+- **Reproduce:** `pytest test_repro.py` (this folder), or `hitl-harness replay <this folder>`.
+
+## What went wrong
+
+The check failed at step {len(self.steps)}:
+
+```
+{self.failure.strip()}
+```
+
+## Steps to reproduce
+
+The world: {world}, each an agentscope
+`Agent` driven by agentscope's own `ChatService`, chat endpoint, run registry,
+`WakeupDispatcher` and `CancelDispatcher`. Only the boundaries are fakes: the message bus (Redis semantics on a
+virtual clock), the model (scripted turns) and the tools (`GatedAction` asks the user to
+confirm, `ExternalJob` waits for an external result{jobs}).{streaming}
+
+{story}
+
+In code (each a rule of the harness's story machine; `test_repro.py` replays them):
+
+```python
+{chr(10).join(s.call() for s in self.steps)}
+```
+
+## Events each session published, in order
+
+{events}
+
+## Timeline of bus operations, by task, up to the failure
+
+Each line: sequence number, the task, the bus operation, its key, and what it returned or
+published. Tasks: `chat-run:<session>` is a run the chat endpoint spawned, `wake-run:<session>`
+and `resume-run:<session>` ones the wake-up dispatcher spawned, `wakeup-dispatcher` is
+agentscope's dispatcher loop, `cancel-dispatcher:interrupt` the cancel dispatcher's loop that
+cancels a session's run when an interrupt is published (`receive`: the interrupt reaches it),
+and `» ...` is a party the harness plays (a user, a producer).
+
+```
+{chr(10).join(timeline)}
+```
+"""
+
+
+def _world_in_words(self: Counterexample) -> tuple[str, str, str]:
+    """Who is in the story, the extra tool, and whether model calls
+    pause mid-answer: as the story's machine was configured."""
+    world = "a team leader, a worker it can invite, and a solo session"
+    if self.machine.get("several_teams"):
+        world = (
+            "two teams (a leader with two workers it can invite, a chief with "
+            "one) and a solo session"
+        )
+    jobs = (
+        ", `BackgroundJob` runs until the story finishes it"
+        if self.machine.get("background_jobs") else ""
+    )
+    streaming = (
+        " Every model call can be held mid-answer (`model_call` in the timeline)."
+        if self.machine.get("streaming") else ""
+    )
+    return world, jobs, streaming

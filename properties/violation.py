@@ -1,0 +1,30 @@
+"""How a property says it broke.
+
+A check raises :class:`Broken` with what was expected and what happened;
+the property's catalog record (:mod:`properties.catalog`) turns it into an
+:class:`InvariantViolated` carrying the property's code and title, so a
+check never retypes either.
+"""
+from __future__ import annotations
+
+
+class Broken(AssertionError):
+    """Raised by a check: expected versus actual, in words."""
+
+    def __init__(self, expected: str, actual: str):
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"expected: {expected}\n  actual:   {actual}")
+
+
+class InvariantViolated(AssertionError):
+    """An invariant did not hold. ``code`` is its short name (I1, I2, …)."""
+
+    def __init__(self, code: str, title: str, expected: str, actual: str):
+        self.code = code
+        self.title = title
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"{code} {title}\n  expected: {expected}\n  actual:   {actual}",
+        )
