@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
 
-from harness import agentscope_under_test  # noqa: E402
-from harness.quiet import silence_agentscope  # noqa: E402
-from properties.invariants import InvariantViolated  # noqa: E402
-from properties.machine import machine_enforcing  # noqa: E402
-from properties.test_invariants_hold import NARROWING, STORY_STEPS  # noqa: E402
+from harness.world import agentscope_under_test  # noqa: E402
+from harness.world.quiet import silence_agentscope  # noqa: E402
+from properties.catalog import BY_CODE  # noqa: E402
+from properties.machine import machine_enforcing, machine_for  # noqa: E402
+from properties.violation import InvariantViolated  # noqa: E402
 
 BASE = dict(
     deadline=None,
@@ -48,11 +48,11 @@ def seconds_to_first_failure(code: str) -> float | None:
     """Wall seconds until Hypothesis first sees ``code`` fail, from an
     empty example database and a fresh random seed (shrinking not
     counted), with the machine and story length the property suite uses."""
-    steps = max(BASE["stateful_step_count"], STORY_STEPS.get(code, 0))
+    steps = max(BASE["stateful_step_count"], BY_CODE[code].story_steps or 0)
     start = time.perf_counter()
     try:
         run_state_machine_as_test(
-            machine_enforcing(code, **NARROWING.get(code, {})),
+            machine_for(code),
             settings=settings(
                 max_examples=2000,
                 phases=[Phase.generate],

@@ -14,9 +14,9 @@ import pytest
 from agentscope.app.message_bus import InMemoryMessageBus, MessageBus
 
 from fakes.bus import VirtualRedisBus
-from harness.clock import VirtualClock
-from harness.event_loop import VirtualTimeEventLoop
-from harness.scheduler import Scheduler
+from harness.kernel.clock import VirtualClock
+from harness.kernel.event_loop import VirtualTimeEventLoop
+from harness.kernel.interleaver import Interleaver
 
 
 @pytest.fixture(params=["agentscope-in-memory", "virtual-redis"])
@@ -213,7 +213,7 @@ def test_lock_of_a_crashed_holder_frees_when_its_lease_runs_out():
     clock = VirtualClock()
     loop = VirtualTimeEventLoop(clock)
     try:
-        scheduler = Scheduler(loop)
+        interleaver = Interleaver(loop)
         bus = VirtualRedisBus(clock.now)
         abandoned = []  # keeps the context alive: nothing ever exits it
 
@@ -226,13 +226,13 @@ def test_lock_of_a_crashed_holder_frees_when_its_lease_runs_out():
             async with bus.acquire_lock("lock", ttl_secs=30):
                 return clock.now()
 
-        scheduler.spawn(crashes_while_holding(), "crashes")
-        waiter = scheduler.spawn(waits_for_lock(), "waiter")
+        interleaver.spawn(crashes_while_holding(), "crashes")
+        waiter = interleaver.spawn(waits_for_lock(), "waiter")
         assert not waiter.done
         assert bus.held_locks() == ["lock"]
-        scheduler.pass_time(29)
+        interleaver.pass_time(29)
         assert not waiter.done
-        scheduler.pass_time(1)
+        interleaver.pass_time(1)
         assert waiter.task.result() == 30
     finally:
         loop.close()
@@ -243,7 +243,7 @@ def test_lock_of_a_live_holder_never_expires():
     clock = VirtualClock()
     loop = VirtualTimeEventLoop(clock)
     try:
-        scheduler = Scheduler(loop)
+        interleaver = Interleaver(loop)
         bus = VirtualRedisBus(clock.now)
         release = asyncio.Event()
 
@@ -251,11 +251,11 @@ def test_lock_of_a_live_holder_never_expires():
             async with bus.acquire_lock("lock", ttl_secs=30):
                 await release.wait()
 
-        holder = scheduler.spawn(holds_for_long(), "holder")
-        scheduler.pass_time(3600)
+        holder = interleaver.spawn(holds_for_long(), "holder")
+        interleaver.pass_time(3600)
         assert bus.lock_holder("lock") is holder.task
         release.set()
-        scheduler.quiesce()
+        interleaver.quiesce()
         assert bus.lock_holder("lock") is None
     finally:
         loop.close()

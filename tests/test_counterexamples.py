@@ -16,10 +16,11 @@ import pytest
 
 import reference_fix
 from reference_fix import parked_continuation
-from harness import agentscope_under_test
-from harness.replaying import PASSES, STILL_FAILS, replay_folder
-from properties.counterexample import Counterexample, Step
-from properties.replay import replay
+from harness.world import agentscope_under_test
+from harness.tools.replay import PASSES, STILL_FAILS, replay_folder
+from properties.story import folder
+from properties.story.playback import replay
+from properties.story.record import Counterexample, Step
 
 BUGGY = agentscope_under_test.version() in parked_continuation.TARGET_RELEASES
 
@@ -41,7 +42,7 @@ def written(tmp_path_factory):
     failure = replay(REPORT_STORY)
     if failure is None:
         return None
-    return failure.counterexample.write(tmp_path_factory.mktemp("counterexamples"))
+    return folder.write(failure.counterexample, tmp_path_factory.mktemp("counterexamples"))
 
 
 def test_the_report_story_fails_exactly_where_the_bug_is(written):
@@ -104,7 +105,7 @@ def test_the_plugin_writes_the_folder_of_any_failing_story(pytester):
     ``--counterexamples`` says, and the report names the folder."""
     pytester.makepyfile(
         test_story="""
-        from properties.counterexample import Counterexample, Step
+        from properties.story.record import Counterexample, Step
 
         def test_fails():
             error = AssertionError("I9 broken on purpose")

@@ -19,20 +19,20 @@ def test_a_crashed_runs_lock_and_registration_block_until_their_leases_expire():
     machine = machine_enforcing("I11", crashes=True)()
     try:
         machine.user_sends_message(session="solo", model_turn="answers")
-        run = machine.w.run_of(machine.sessions["solo"])
+        run = machine.world.run_of("solo")
         machine.process_crashes(session="solo")
-        assert machine.w.run_of(machine.sessions["solo"]) is None
+        assert machine.world.run_of("solo") is None
         assert not run.done, "a crashed run never runs its cleanup"
         machine.payload_arrives(source="channel", to="solo")
-        lock = MessageBusKeys.session_lock(machine.sessions["solo"])
-        held = machine.w.observe_session("solo")
+        lock = MessageBusKeys.session_lock(machine.world.sessions["solo"])
+        held = machine.world.observe_session("solo")
         assert held.lock_leased and held.consumer_registered
-        machine.w.scheduler.pass_time(299.0)
-        assert machine.w.fake_bus.lock_holder(lock) is not None
-        machine.w.scheduler.pass_time(2.0)
-        assert machine.w.fake_bus.lock_holder(lock) is None
-        assert machine.w.observe_session("solo").consumer_registered
-        machine.w.scheduler.pass_time(300.0)
-        assert not machine.w.observe_session("solo").consumer_registered
+        machine.world.pass_time(299.0)
+        assert machine.world.observe_session("solo").lock_leased
+        machine.world.pass_time(2.0)
+        assert not machine.world.observe_session("solo").lock_leased
+        assert machine.world.observe_session("solo").consumer_registered
+        machine.world.pass_time(300.0)
+        assert not machine.world.observe_session("solo").consumer_registered
     finally:
-        machine.w.close()
+        machine.world.close()

@@ -24,9 +24,9 @@ def play_the_report_story() -> str:
                 step()
             except AssertionError:
                 break  # the violation is part of the story on a buggy release
-        return machine.w.render_trace()
+        return machine.world.render_trace()
     finally:
-        machine.w.close()
+        machine.world.close()
 
 
 def test_replaying_a_story_gives_the_identical_trace():
@@ -40,7 +40,8 @@ def test_replaying_a_story_gives_the_identical_trace():
 def play_a_background_job_story() -> str:
     """A job moved to the background (agentscope draws its task id at
     random), finished, delivered, and the session woken for it."""
-    from properties.machine import BACKGROUND, machine_enforcing
+    from properties.machine import machine_enforcing
+    from properties.rules.vocabulary import BACKGROUND
 
     machine = machine_enforcing("I14", background_jobs=True, turns=(BACKGROUND,))()
     try:
@@ -49,9 +50,9 @@ def play_a_background_job_story() -> str:
         machine.run_continues(session="solo")
         machine.background_job_finishes(session="solo")
         machine.everything_settles()
-        return machine.w.render_trace()
+        return machine.world.render_trace()
     finally:
-        machine.w.close()
+        machine.world.close()
 
 
 def test_a_background_job_story_replays_identically():

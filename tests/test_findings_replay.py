@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import agentscope_under_test
-from properties.counterexample import Counterexample
-from properties.replay import replay
+from harness.world import agentscope_under_test
+from properties.story.record import Counterexample
+from properties.story.playback import replay
 
 FINDINGS = Path(__file__).resolve().parent.parent / "docs" / "findings" / "counterexamples"
 FOLDERS = sorted(p for p in FINDINGS.iterdir() if (p / "story.json").is_file())

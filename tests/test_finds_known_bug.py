@@ -14,10 +14,10 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from reference_fix import parked_continuation
-from harness import agentscope_under_test
-from harness.cast import LEADER, SOLO, WORKER
-from harness.story import program_lines, story_steps
-from properties.invariants import InvariantViolated
+from harness.world import agentscope_under_test
+from harness.world.cast import LEADER, SOLO, WORKER
+from properties.story.program import program_lines, story_steps
+from properties.violation import InvariantViolated
 from properties.machine import machine_enforcing
 
 #: Three shapes of the same bug, each with the rules it needs.

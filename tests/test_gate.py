@@ -13,12 +13,12 @@ import xml.etree.ElementTree as ET
 import pytest
 from packaging.version import Version
 
-from harness import agentscope_under_test
-from harness.cli import main
-from harness.gate import environments, gate, specs
-from harness.gate.outcomes import Exit, Row, exit_code
-from harness.gate.probe import probe
-from harness.gate.reports import table, write_json, write_junit
+from harness.world import agentscope_under_test
+from harness.tools.cli import main
+from harness.tools.gate import environments, gate, specs
+from harness.tools.gate.outcomes import Exit, Row, exit_code
+from harness.tools.gate.probe import probe
+from harness.tools.gate.reports import table, write_json, write_junit
 
 RELEASES = tuple(Version(v) for v in ("2.0.7", "2.0.8", "2.0.9", "2.0.10", "2.0.11"))
 

@@ -20,9 +20,12 @@ from agentscope.app.message_bus import MessageBusKeys
 from agentscope.event import ReplyEndEvent, ReplyFinishedReason
 from agentscope.message import HintBlock
 
-from harness.observation import Observation, SessionView
+from harness.world.marks import REMINDER_MARK
+from harness.world.observation import Observation, SessionView
 from properties import invariants as inv
-from properties.invariants import Interrupt, InvariantViolated, Ledger
+from properties.catalog import BY_CODE, PROPERTIES
+from properties.ledger import Interrupt, Ledger
+from properties.violation import InvariantViolated
 from properties.machine import HitlMachine, machine_enforcing
 
 
@@ -30,12 +33,14 @@ from properties.machine import HitlMachine, machine_enforcing
 def machine():
     machine = HitlMachine()
     yield machine
-    machine.w.close()
+    machine.world.close()
 
 
 def _fires(code: str, check, *args) -> InvariantViolated:
+    """``check`` is property ``code``'s, and it fires on ``args``."""
+    assert BY_CODE[code].check is check
     with pytest.raises(InvariantViolated) as caught:
-        check(*args)
+        BY_CODE[code].verify(*args)
     assert caught.value.code == code
     return caught.value
 
@@ -48,35 +53,35 @@ def _hint(text: str) -> dict:
 
 
 def test_I1_fires_on_an_error_reply_nobody_caused(machine):
-    solo = machine.sessions["solo"]
-    inv.no_error_reply_without_fault(machine.w.observe(), machine.ledger)
+    solo = machine.world.sessions["solo"]
+    inv.no_error_reply_without_fault(machine.world.observe(), machine.ledger)
     end = ReplyEndEvent(
         session_id=solo,
         reply_id="r1",
         finished_reason=ReplyFinishedReason.ERROR,
     )
-    machine.w.setup(publish_session_event(machine.w.bus, solo, end.model_dump(mode="json")))
-    violation = _fires("I1", inv.no_error_reply_without_fault, machine.w.observe(), machine.ledger)
+    machine.world.setup(publish_session_event(machine.world.bus, solo, end.model_dump(mode="json")))
+    violation = _fires("I1", inv.no_error_reply_without_fault, machine.world.observe(), machine.ledger)
     assert "solo" in violation.actual
     machine.ledger.faults.add("solo")  # an injected fault explains it
-    inv.no_error_reply_without_fault(machine.w.observe(), machine.ledger)
+    inv.no_error_reply_without_fault(machine.world.observe(), machine.ledger)
 
 
 # ── I2 ────────────────────────────────────────────────────────────────
 
 
 def test_I2_fires_on_a_failure_reminder_for_a_healthy_worker(machine):
-    leader = machine.sessions["leader"]
-    reminder = _hint(f"{inv.REMINDER_MARK} 'worker' hit an error while running")
-    machine.w.setup(machine.w.bus.queue_push(MessageBusKeys.inbox(leader), reminder))
-    _fires("I2", inv.no_spurious_leader_reminder, machine.w.observe(), machine.ledger)
+    leader = machine.world.sessions["leader"]
+    reminder = _hint(f"{REMINDER_MARK} 'worker' hit an error while running")
+    machine.world.setup(machine.world.bus.queue_push(MessageBusKeys.inbox(leader), reminder))
+    _fires("I2", inv.no_spurious_leader_reminder, machine.world.observe(), machine.ledger)
     machine.ledger.faults.add("worker")
-    inv.no_spurious_leader_reminder(machine.w.observe(), machine.ledger)
+    inv.no_spurious_leader_reminder(machine.world.observe(), machine.ledger)
 
 
 def test_I2_fires_on_a_reminder_about_another_teams_member():
     """A failure in the chief's team explains no reminder to the leader."""
-    reminder = _hint(f"{inv.REMINDER_MARK} 'aide' hit an error while running")
+    reminder = _hint(f"{REMINDER_MARK} 'aide' hit an error while running")
     leader = SessionView("leader", "l", inbox_pushes=[reminder])
     _fires("I2", inv.no_spurious_leader_reminder, Observation({"leader": leader}), Ledger(faults={"aide"}))
     chief = SessionView("chief", "c", inbox_pushes=[reminder])
@@ -87,17 +92,17 @@ def test_I2_fires_on_a_reminder_about_another_teams_member():
 
 
 def test_I3_fires_on_a_registration_left_behind_by_a_finished_run(machine):
-    solo = machine.sessions["solo"]
-    inv.no_dangling_inbox_consumer(machine.w.observe(), machine.ledger)
-    machine.w.setup(
-        machine.w.bus.registry_set(
+    solo = machine.world.sessions["solo"]
+    inv.no_dangling_inbox_consumer(machine.world.observe(), machine.ledger)
+    machine.world.setup(
+        machine.world.bus.registry_set(
             MessageBusKeys.inbox_consumer(solo),
             MessageBusKeys.INBOX_CONSUMER_FIELD,
             "1",
             ttl_secs=MessageBusKeys.SESSION_RUN_TTL_SECS,
         ),
     )
-    violation = _fires("I3", inv.no_dangling_inbox_consumer, machine.w.observe(), machine.ledger)
+    violation = _fires("I3", inv.no_dangling_inbox_consumer, machine.world.observe(), machine.ledger)
     assert "solo" in violation.expected
 
 
@@ -136,12 +141,12 @@ def test_I4_accepts_unparking_by_an_interrupt_the_user_sent():
 
 
 def test_I5_fires_on_a_payload_stranded_past_the_hand_off_protocol(machine):
-    solo = machine.sessions["solo"]
+    solo = machine.world.sessions["solo"]
     machine.ledger.deliver("solo", "payload-x")
     # Pushed without deliver_to_inbox: nobody is woken to consume it.
-    machine.w.setup(machine.w.bus.queue_push(MessageBusKeys.inbox(solo), _hint("payload-x")))
-    machine.w.settle()
-    violation = _fires("I5", inv.payloads_delivered_once_in_order, machine.w.observe(settled=True), machine.ledger)
+    machine.world.setup(machine.world.bus.queue_push(MessageBusKeys.inbox(solo), _hint("payload-x")))
+    machine.world.settle()
+    violation = _fires("I5", inv.payloads_delivered_once_in_order, machine.world.observe(settled=True), machine.ledger)
     assert "payload-x" in violation.actual  # reported as still queued
 
 
@@ -415,11 +420,11 @@ def test_I9_stays_quiet_on_a_parked_session_agentscope_really_interrupts():
         machine.everything_settles()
         (sent,) = machine.ledger.interrupts
         assert sent.has_target and not sent.run_alive
-        obs = machine.w.observe(settled=True)
+        obs = machine.world.observe(settled=True)
         inv.interrupt_not_lost(obs, machine.ledger)
         assert obs.sessions["solo"].last_reply_end() == "interrupted"
     finally:
-        machine.w.close()
+        machine.world.close()
 
 
 def test_interrupts_are_a_rule_only_where_the_machine_allows_them():
@@ -431,14 +436,14 @@ def test_interrupts_are_a_rule_only_where_the_machine_allows_them():
 
 def test_every_invariant_has_a_firing_test():
     tested = {name.split("_")[1] for name in globals() if name.startswith("test_I")}
-    assert tested == set(inv.INVARIANT_TITLES)
+    assert tested == {p.code for p in PROPERTIES}
 
 
 # ── I14 ───────────────────────────────────────────────────────────────
 
 
 def test_I14_fires_on_a_finished_job_whose_result_reaches_nobody_or_twice():
-    from fakes.permission_gate import job_output
+    from fakes.tool_desk import job_output
 
     ledger = Ledger(jobs_finished={"solo": ["solo job"]})
     notice = f"<system-notification>... Result: {job_output('solo job')}</system-notification>"

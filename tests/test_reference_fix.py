@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import reference_fix
-from harness import agentscope_under_test
+from harness.world import agentscope_under_test
 from reference_fix import parked_continuation as fix
 
 PATCH = Path(__file__).resolve().parent.parent / "patches" / "agentscope-2.0.8-parked-continuation-guard.diff"
@@ -87,8 +87,8 @@ def _dispatcher_story() -> bool:
         machine.dispatcher_processes_queue()
     except AssertionError as violation:  # I13, where the loop ends
         assert "I13" in str(violation)
-    alive = machine.w.dispatcher() is not None
-    machine.w.close()
+    alive = machine.world.dispatcher() is not None
+    machine.world.close()
     return alive
 
 
@@ -112,7 +112,7 @@ def test_the_dispatcher_dies_of_one_failed_bus_call_unless_fixed():
 # ── the stop-reaches-slow-tools fix ───────────────────────────────────
 
 from reference_fix import stop_reaches_slow_tools  # noqa: E402
-from properties.machine import BACKGROUND  # noqa: E402
+from properties.rules.vocabulary import BACKGROUND  # noqa: E402
 
 SLOW_TOOL_PATCH = PATCH.parent / "agentscope-2.0.8-stop-reaches-slow-tools.diff"
 
@@ -125,9 +125,9 @@ def _stopped_job_story() -> list[str]:
         machine.user_sends_message(session="solo", model_turn=BACKGROUND)
         machine.user_interrupts(session="solo")
         machine.everything_settles()
-        return [e.kind for e in machine.w.world.desk.events if e.tool == "BackgroundJob"]
+        return [e.kind for e in machine.world.app.desk.events if e.tool == "BackgroundJob"]
     finally:
-        machine.w.close()
+        machine.world.close()
 
 
 def test_a_stopped_reply_leaves_its_slow_tool_running_unless_fixed():

@@ -7,16 +7,17 @@ the cancel lands inside the model call, as it does for a real user.
 """
 from __future__ import annotations
 
-from properties.replay import playing
+from harness.kernel.controlled_bus import describe_payload
+from properties.story.playback import playing
 
 
 def test_a_new_run_stops_while_its_model_answers() -> None:
     with playing(["I9"], interrupts=True, streaming=True, cast=("leader", "solo")) as story:
         story.user_sends_message(session="leader", model_turn="calls GatedAction")
-        run = story.w.run_of(story.sessions["leader"])
-        assert run is not None and run.parked
+        run = story.world.run_of("leader")
+        assert run is not None and run.held
         assert str(run.pending) == "model_call leader"
-        assert story.w.observe_session("leader").parked_status == "idle"
+        assert story.world.observe_session("leader").parked_status == "idle"
 
 
 def test_stop_mid_answer_cancels_the_model_call_and_ends_the_reply() -> None:
@@ -24,13 +25,13 @@ def test_stop_mid_answer_cancels_the_model_call_and_ends_the_reply() -> None:
         story.user_sends_message(session="leader", model_turn="calls GatedAction")
         story.user_interrupts(session="leader")
         story.everything_settles()
-        events = story._published_events()["leader"]  # pylint: disable=protected-access
+        events = [describe_payload(e) for e in story.world.published("leader")]
     assert events == [
         "REPLY_START",
         "MODEL_CALL_START",
         "MODEL_CALL_END finished_reason=interrupted",
         "REPLY_END finished_reason=interrupted",
     ]
-    trace = story.w.render_trace()
+    trace = story.world.render_trace()
     assert "cancel-dispatcher:interrupt" in trace
     assert "model_call" not in trace  # cancelled before it answered

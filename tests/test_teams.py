@@ -6,9 +6,9 @@ their own leader, once each (I2, I10).
 """
 from __future__ import annotations
 
-from properties.invariants import FAILURE_REMINDER_MARK
-from properties.machine import FAILS, TURNS
-from properties.replay import playing
+from harness.world.marks import FAILURE_REMINDER_MARK
+from properties.rules.vocabulary import FAILS, TURNS
+from properties.story.playback import playing
 
 TWO_TEAMS = dict(
     several_teams=True,
@@ -19,7 +19,7 @@ TWO_TEAMS = dict(
 
 
 def _reminders(story, alias: str) -> list[str]:
-    view = story.w.observe_session(alias)
+    view = story.world.observe_session(alias)
     return [
         str(p.get("hint")) for p in view.inbox_pushes if FAILURE_REMINDER_MARK in str(p.get("hint"))
     ]
@@ -31,9 +31,9 @@ def test_each_leader_hears_of_its_own_members_failures_once():
         story.leader_invites_member(member="helper", first_turn="calls GatedAction")
         story.leader_invites_worker(worker_first_turn=FAILS)
         story.everything_settles()
-        assert set(story.sessions) >= {"worker", "helper", "aide", "chief"}
+        assert set(story.world.sessions) >= {"worker", "helper", "aide", "chief"}
         leader_told, chief_told = _reminders(story, "leader"), _reminders(story, "chief")
-        helper = story.w.observe_session("helper")
+        helper = story.world.observe_session("helper")
     assert len(leader_told) == 1 and "'worker'" in leader_told[0]
     assert len(chief_told) == 1 and "'aide'" in chief_told[0]
     assert helper.parked_status == "awaiting_permission"  # a healthy member, parked
@@ -43,9 +43,9 @@ def test_a_members_answer_posted_in_its_leaders_session_reaches_it():
     with playing(["I7"], **TWO_TEAMS) as story:
         story.leader_invites_member(member="aide", first_turn="calls GatedAction")
         story.everything_settles()
-        assert story.w.observe_session("aide").parked_status == "awaiting_permission"
+        assert story.world.observe_session("aide").parked_status == "awaiting_permission"
         story.user_answers_confirmation(session="aide", decision="confirms", posted_to_leader=True)
         story.everything_settles()
-        aide = story.w.observe_session("aide")
+        aide = story.world.observe_session("aide")
     assert aide.parked_status == "idle"
     assert aide.last_reply_end() == "completed"

@@ -7,3 +7,39 @@ feed them a deliberately broken world and watch them fire. Each raises
 :class:`~properties.violation.Broken`; :mod:`properties.catalog` says which
 property each one is.
 """
+from .completion import (
+    calls_run_as_answered,
+    decided_calls_complete,
+    failures_reported_once,
+    interrupt_not_lost,
+)
+from .delivery import (
+    background_results_delivered,
+    parked_messages_reach_the_agent,
+    payloads_delivered_once_in_order,
+)
+from .liveness import dispatcher_survives, nothing_waits_forever
+from .safety import (
+    no_dangling_inbox_consumer,
+    no_error_reply_without_fault,
+    no_spurious_leader_reminder,
+    one_run_per_session,
+    parked_stays_parked,
+)
+
+__all__ = [
+    "background_results_delivered",
+    "calls_run_as_answered",
+    "decided_calls_complete",
+    "dispatcher_survives",
+    "failures_reported_once",
+    "interrupt_not_lost",
+    "no_dangling_inbox_consumer",
+    "no_error_reply_without_fault",
+    "no_spurious_leader_reminder",
+    "nothing_waits_forever",
+    "one_run_per_session",
+    "parked_messages_reach_the_agent",
+    "parked_stays_parked",
+    "payloads_delivered_once_in_order",
+]
