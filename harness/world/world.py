@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
@@ -33,17 +32,17 @@ from harness.kernel.bus_inspector import inspector_of
 from harness.kernel.controlled_bus import ControlledBus
 from harness.kernel.controlled_storage import SerialStorage
 from harness.kernel.interleaver import ControlledTask, Interleaver, Op
-from harness.kernel.trace import apply_aliases
 
 from . import parties
 from .actors import Actors
 from .app import AgentscopeApp, build_app
 from .cast import CHIEF, LEADER, SOLO, TEAM_OF
 from .ids import install_deterministic_factories
+from .naming import Naming
 from .observation import Observation, SessionView
 from .observe import SessionReader
 from .stage import Stage
-from .surface import BACKGROUND_TASK_ID, CANCEL_CHANNELS, WAKEUP_DISPATCHER
+from .surface import CANCEL_CHANNELS, WAKEUP_DISPATCHER
 
 
 class World:
@@ -59,12 +58,10 @@ class World:
         self.loop = stage.loop
         asyncio.set_event_loop(self.loop)
         install_deterministic_factories(self.clock.timestamp, story=stage.stories)
-        self._story_ids = re.compile(rf"\b{stage.stories:06x}([0-9a-f]{{6}})0{{20}}\b")
         #: This story's sessions by alias, in the order they were opened.
         self.sessions: dict[str, str] = {}
         self._agents: dict[str, str] = {}
-        self._aliases: dict[str, str] = {}
-        self._background_tasks: dict[str, int] = {}
+        self._naming = Naming(stage.stories)
         self.interleaver = Interleaver(self.loop, rename=self.alias)
         self.actors = Actors(self.interleaver)
         raw_bus = bus or VirtualRedisBus(self.clock.now)
@@ -112,7 +109,7 @@ class World:
     def _meet(self, alias: str, session_id: str) -> None:
         self.sessions[alias] = session_id
         self._agents[alias] = self.app.agent_id(alias)
-        self._aliases[session_id] = alias
+        self._naming.name(session_id, alias)
 
     def start(self) -> None:
         """Start the wake-up, then the cancel dispatcher, as the app's
@@ -364,22 +361,8 @@ class World:
         return not self.interleaver.held() and not self.has_timer()
 
     def alias(self, text: str) -> str:
-        """``text`` with every session id replaced by its alias and every
-        other id of this story by its story-relative number (``#3``);
-        background-task ids (drawn from ``shortuuid``, no hook) become
-        ``job1``, ``job2``... in order of first appearance."""
-        text = self._story_ids.sub(
-            lambda m: f"#{int(m.group(1), 16)}",
-            apply_aliases(text, self._aliases),
-        )
-        return BACKGROUND_TASK_ID.sub(
-            lambda m: m.group(1) + self._background_task_number(m.group(2)),
-            text,
-        )
-
-    def _background_task_number(self, task_id: str) -> str:
-        number = self._background_tasks.setdefault(task_id, len(self._background_tasks) + 1)
-        return f"job{number}"
+        """``text`` with ids as traces show them (see :mod:`.naming`)."""
+        return self._naming(text)
 
     def render_trace(self) -> str:
         """The operation trace with ids shown as aliases."""

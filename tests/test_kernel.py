@@ -1,0 +1,273 @@
+"""The simulation kernel, tested on its own: no agentscope app, only plain
+coroutines that stop at switch points (as trio tests its testing tools).
+
+Each test builds a fresh loop on a fresh clock and an :class:`Interleaver`
+on it, and drives tasks one switch point at a time.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fakes.bus import VirtualRedisBus
+from harness.kernel.bus_inspector import BusInspector, inspector_of
+from harness.kernel.clock import VirtualClock
+from harness.kernel.controlled_bus import ControlledBus, InjectedBusFault
+from harness.kernel.controlled_storage import SerialStorage
+from harness.kernel.event_loop import VirtualTimeEventLoop
+from harness.kernel.interleaver import DidNotSettle, Interleaver, Op
+
+
+@pytest.fixture
+def kernel():
+    clock = VirtualClock()
+    loop = VirtualTimeEventLoop(clock)
+    interleaver = Interleaver(loop)
+    interleaver.controlling = True
+    yield interleaver
+    interleaver.controlling = False
+    for record in interleaver.tasks() + interleaver.crashed():
+        if record.gate is not None and not record.gate.done():
+            record.gate.set_result(None)
+    for record in interleaver.tasks() + interleaver.crashed():
+        record.task.cancel()
+    loop.run_until_complete(asyncio.sleep(0))
+    loop.set_task_factory(None)
+    loop.close()
+
+
+def worker(interleaver: Interleaver, log: list, name: str, steps: int = 2):
+    async def run():
+        for n in range(steps):
+            await interleaver.switch_point(Op("step", f"{name}{n}"))
+            log.append(f"{name}{n}")
+            interleaver.record("step", f"{name}{n}")
+    return run()
+
+
+# ── virtual time ──────────────────────────────────────────────────────
+
+
+def test_the_clock_moves_only_forward_and_only_when_told():
+    clock = VirtualClock()
+    assert clock.now() == 0.0
+    clock.advance_by(1.5)
+    clock.advance_to(2.0)
+    assert clock.now() == 2.0
+    with pytest.raises(ValueError):
+        clock.advance_to(1.0)
+    assert clock.timestamp() == "2026-01-01T00:00:02"
+    clock.rewind()
+    assert clock.now() == 0.0
+
+
+def test_a_sleep_ends_when_virtual_time_passes_not_before(kernel):
+    woke = []
+
+    async def sleeper():
+        await asyncio.sleep(30)
+        woke.append(kernel.loop.time())
+
+    kernel.spawn(sleeper(), "sleeper")
+    kernel.pass_time(29.9)
+    assert woke == []
+    kernel.pass_time(0.1)
+    assert woke == [30.0]
+
+
+def test_passing_time_fires_timers_in_order_and_lands_on_the_target(kernel):
+    fired = []
+    for delay in (5, 1, 3):
+        kernel.loop.call_later(delay, fired.append, delay)
+    kernel.pass_time(4)
+    assert fired == [1, 3]
+    assert kernel.loop.clock.now() == 4
+    assert kernel.loop.next_timer_deadline() == 5
+
+
+# ── one task at a time ────────────────────────────────────────────────
+
+
+def test_a_spawned_task_stops_at_its_first_switch_point(kernel):
+    log = []
+    record = kernel.spawn(worker(kernel, log, "a"), "a")
+    assert record.held and str(record.pending) == "step a0"
+    assert log == []
+    assert kernel.held() == [record]
+
+
+def test_the_caller_chooses_which_task_moves(kernel):
+    log = []
+    a = kernel.spawn(worker(kernel, log, "a"), "a")
+    b = kernel.spawn(worker(kernel, log, "b"), "b")
+    kernel.advance(b)
+    kernel.advance(a)
+    kernel.advance(b)
+    assert log == ["b0", "a0", "b1"]
+    assert b.done and not a.done
+    assert [entry.key for entry in kernel.trace.entries] == ["b0", "a0", "b1"]
+
+
+def test_releasing_a_task_that_is_not_held_is_an_error(kernel):
+    record = kernel.spawn(worker(kernel, [], "a", steps=1), "a")
+    kernel.advance(record)
+    with pytest.raises(RuntimeError, match="not held"):
+        kernel.advance(record)
+
+
+def test_tasks_a_task_creates_are_controlled_and_know_their_parent(kernel):
+    log = []
+
+    async def parent():
+        child = asyncio.ensure_future(worker(kernel, log, "child", steps=1))
+        await kernel.switch_point(Op("step", "parent"))
+        await child
+
+    record = kernel.spawn(parent(), "parent")
+    (child,) = [r for r in kernel.tasks() if r is not record]
+    assert child.parent is record and child.label == "run"
+    assert child.held and record.held
+
+
+def test_labels_are_numbered_by_creation_order(kernel):
+    first = kernel.spawn(worker(kernel, [], "a"), "twin")
+    second = kernel.spawn(worker(kernel, [], "b"), "twin")
+    assert (first.label, second.label) == ("twin", "twin#2")
+
+
+def test_outside_control_switch_points_do_not_stop_anything(kernel):
+    kernel.controlling = False
+    log = []
+    record = kernel.spawn(worker(kernel, log, "a"), "a")
+    assert record.done and log == ["a0", "a1"]
+
+
+# ── settling ──────────────────────────────────────────────────────────
+
+
+def test_settling_releases_the_oldest_first_and_jumps_the_clock(kernel):
+    log = []
+
+    async def later():
+        await asyncio.sleep(600)
+        await kernel.switch_point(Op("step", "late"))
+        log.append("late")
+
+    kernel.spawn(later(), "later")
+    kernel.spawn(worker(kernel, log, "a"), "a")
+    kernel.spawn(worker(kernel, log, "b"), "b")
+    kernel.settle()
+    assert log == ["a0", "a1", "b0", "b1", "late"]  # the oldest held task, each time
+    assert kernel.loop.clock.now() == 600
+    assert kernel.tasks() == []
+
+
+def test_a_zero_time_livelock_is_reported_not_run_forever(kernel):
+    async def spins():
+        while True:
+            await kernel.switch_point(Op("step", "spin"))
+
+    kernel.spawn(spins(), "spinner")
+    with pytest.raises(DidNotSettle, match="without virtual time passing"):
+        kernel.settle(limit=50)
+
+
+def test_work_due_past_the_horizon_is_reported(kernel):
+    async def retries_forever():
+        while True:
+            await asyncio.sleep(0.1)
+
+    kernel.spawn(retries_forever(), "retry")
+    with pytest.raises(DidNotSettle, match="still busy 10 virtual seconds on"):
+        kernel.settle(horizon=10)
+
+
+# ── crashes ───────────────────────────────────────────────────────────
+
+
+def test_a_crashed_task_and_its_children_never_move_again(kernel):
+    log = []
+
+    async def parent():
+        child = asyncio.ensure_future(worker(kernel, log, "child"))
+        await kernel.switch_point(Op("step", "parent"))
+        log.append("parent")
+        await child
+
+    record = kernel.spawn(parent(), "parent")
+    other = kernel.spawn(worker(kernel, log, "other", steps=1), "other")
+    doomed = kernel.crash(record)
+    assert len(doomed) == 2 and record in doomed
+    assert kernel.tasks() == [other]
+    kernel.settle()
+    assert log == ["other0"]
+    assert all(not r.done for r in doomed)
+    assert kernel.crashed() == doomed
+
+
+# ── storage and the bus under control ─────────────────────────────────
+
+
+def test_storage_calls_are_serialised_and_counted(kernel):
+    order = []
+
+    class Store:
+        async def get_thing(self, name):
+            order.append(f"get {name}")
+            return name
+
+        async def put_thing(self, name):
+            order.append(f"put {name} start")
+            await asyncio.sleep(0)
+            order.append(f"put {name} end")
+
+    storage = SerialStorage(Store(), kernel)
+
+    async def both():
+        await asyncio.gather(storage.put_thing("a"), storage.put_thing("b"), storage.get_thing("c"))
+
+    kernel.run_uncontrolled(both())
+    assert order == ["put a start", "put a end", "put b start", "put b end", "get c"]
+    assert storage.writes == 2
+
+
+def test_every_bus_operation_is_a_switch_point_and_a_trace_line(kernel):
+    bus = ControlledBus(VirtualRedisBus(kernel.loop.clock.now), kernel)
+
+    async def producer():
+        await bus.queue_push("q", {"hint": "hello"})
+        return await bus.queue_drain("q")
+
+    record = kernel.spawn(producer(), "producer")
+    assert str(record.pending) == "queue_push q"
+    kernel.advance(record)
+    assert str(record.pending) == "queue_drain q"
+    kernel.advance(record)
+    assert record.done and record.task.result()[0][1] == {"hint": "hello"}
+    assert [(e.op, e.detail) for e in kernel.trace.entries] == [
+        ("queue_push", "hint hello"),
+        ("queue_drain", "1 entries"),
+    ]
+
+
+def test_an_injected_fault_fails_the_next_matching_operation_only(kernel):
+    bus = ControlledBus(VirtualRedisBus(kernel.loop.clock.now), kernel)
+    bus.fail_next("queue_drain", "q")
+
+    async def drains():
+        try:
+            await bus.queue_drain("q")
+        except InjectedBusFault:
+            return "failed", await bus.queue_drain("q")
+        return "ok", None
+
+    record = kernel.spawn(drains(), "drains")
+    kernel.settle()
+    assert record.task.result() == ("failed", [])
+
+
+def test_a_bus_the_harness_cannot_inspect_is_refused():
+    assert isinstance(VirtualRedisBus(lambda: 0.0), BusInspector)
+    with pytest.raises(TypeError, match="cannot be inspected.*peek_queue"):
+        inspector_of(object())
