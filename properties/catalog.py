@@ -150,3 +150,18 @@ def statement_of(code: str) -> str:
     """The property ``code`` in plain words (a code no record has: itself)."""
     record = BY_CODE.get(code)
     return record.statement if record else code
+
+
+def markdown_table() -> str:
+    """The catalog as the README shows it (a test keeps the two equal)."""
+    rows = ["| code | property | checked | its search adds |", "| --- | --- | --- | --- |"]
+    for p in PROPERTIES:
+        extras = [
+            f"`{k}`" if v is True else f"`{k}` = {', '.join(v) if isinstance(v, tuple) else v}"
+            for k, v in p.machine.items()
+        ]
+        if p.story_steps:
+            extras.append(f"stories of up to {p.story_steps} steps")
+        extras = "; ".join(extras)
+        rows.append(f"| {p.code} | {p.title} | {p.when} | {extras or '-'} |")
+    return "\n".join(rows)

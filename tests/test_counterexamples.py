@@ -127,3 +127,65 @@ def test_the_plugin_writes_the_folder_of_any_failing_story(pytester):
     assert [p.name.split("-")[0] for p in written] == ["I9"]
     assert (written[0] / "test_repro.py").is_file()
     result.stdout.fnmatch_lines(["*hitl-harness counterexample*", "written to *found/I9-*"])
+
+
+# ── the story format ──────────────────────────────────────────────────
+
+
+def test_story_json_carries_its_schema_version_and_reads_back(tmp_path):
+    import json
+
+    from properties.story.record import SCHEMA
+
+    folder.write(REPORT_STORY, tmp_path)
+    written = tmp_path / REPORT_STORY.name
+    data = json.loads((written / "story.json").read_text(encoding="utf-8"))
+    assert data["schema"] == SCHEMA
+    assert Counterexample.load(written) == REPORT_STORY
+
+
+def test_a_story_from_before_the_version_reads_as_version_1(tmp_path):
+    import json
+
+    folder.write(REPORT_STORY, tmp_path)
+    story = tmp_path / REPORT_STORY.name / "story.json"
+    data = json.loads(story.read_text(encoding="utf-8"))
+    del data["schema"]
+    story.write_text(json.dumps(data), encoding="utf-8")
+    assert Counterexample.load(story.parent).steps == REPORT_STORY.steps
+
+
+def test_a_story_from_a_newer_harness_is_refused_not_misread(tmp_path, capsys):
+    import json
+
+    folder.write(REPORT_STORY, tmp_path)
+    story = tmp_path / REPORT_STORY.name / "story.json"
+    data = json.loads(story.read_text(encoding="utf-8"))
+    data["schema"] = 99
+    story.write_text(json.dumps(data), encoding="utf-8")
+    assert replay_folder(story.parent) == 2
+    assert "story format 99" in capsys.readouterr().out
+
+
+def test_a_step_that_no_longer_applies_stops_the_replay_loudly():
+    from properties.rules.story_rule import StepDoesNotApply
+
+    story = Counterexample(**{
+        **REPORT_STORY.__dict__,
+        "steps": [
+            Step("user_sends_message", {"session": "leader", "model_turn": "answers"}),
+            Step("everything_settles"),
+            Step("run_continues", {"session": "leader"}),  # no run is left
+        ],
+    })
+    failure = replay(story)
+    assert isinstance(failure, StepDoesNotApply)
+    assert str(failure) == "step 3: rule run_continues does not apply: its precondition is false"
+    unknown = Counterexample(**{**REPORT_STORY.__dict__, "steps": [Step("user_dances")]})
+    assert str(replay(unknown)) == (
+        "step 1: rule user_dances does not apply: no such rule on this story's machine"
+    )
+    wrong_turn = Counterexample(**{**REPORT_STORY.__dict__, "steps": [
+        Step("user_sends_message", {"session": "solo", "model_turn": "sings"}),
+    ]})
+    assert "'sings' is not one of the machine's turns" in str(replay(wrong_turn))

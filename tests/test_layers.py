@@ -135,3 +135,11 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path):
     names = _imports("harness.kernel.bad", bad)
     assert names == ["harness.world.world", "harness.world"]
     assert all(LAYERS[_layer_of(n)] > LAYERS["harness.kernel"] for n in names)
+
+
+def test_the_readme_table_is_the_catalog():
+    from properties.catalog import markdown_table
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("<!-- catalog:start -->\n", 1)[1].split("\n<!-- catalog:end -->", 1)[0]
+    assert table == markdown_table()
