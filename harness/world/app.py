@@ -200,19 +200,19 @@ async def build_app(
             BackgroundTaskManager(message_bus=message_bus),
         )
         registry = await stack.enter_async_context(RunRegistry())
-        scheduler = SchedulerManager(
+        scheduler_manager = SchedulerManager(
             storage=storage,
             message_bus=message_bus,
             workspace_manager=stage.workspace_manager,
             **scheduling_off(),
         )
         if scheduling_off():  # started as the app does, but with nothing to run
-            await stack.enter_async_context(scheduler)
+            await stack.enter_async_context(scheduler_manager)
         desk = ToolDesk()
         chat_service = ChatService(
             storage=storage,
             workspace_manager=stage.workspace_manager,
-            scheduler_manager=scheduler,
+            scheduler_manager=scheduler_manager,
             background_task_manager=background_tasks,
             message_bus=message_bus,
             resource_access_service=access,
@@ -232,7 +232,7 @@ async def build_app(
             bus=message_bus,
             storage=storage,
             background_tasks=background_tasks,
-            scheduler_manager=scheduler,
+            scheduler_manager=scheduler_manager,
             chat_service=chat_service,
             registry=registry,
             dispatcher=dispatcher,
