@@ -132,6 +132,9 @@ class ScriptBook:
         #: holds a reply "while the model is streaming", so a cancel can
         #: land inside the model call. ``None``: answers come at once.
         self.while_answering: Callable[[str], Awaitable[None]] | None = None
+        #: Scripts whose :class:`Fail` turn was served (the fault fired),
+        #: in order.
+        self.failed: list[str] = []
 
     @classmethod
     def open(cls, name: str) -> "ScriptBook":
@@ -164,6 +167,8 @@ class ScriptBook:
         """Answer one model call from the named script."""
         script = self.script(script_name)
         turn = script.take()
+        if isinstance(turn, Fail):
+            self.failed.append(script_name)
         return _response_for(turn, script_name, script.served)
 
 

@@ -135,6 +135,9 @@ PROPERTIES: tuple[Property, ...] = (
                  "cast": WITHOUT_WORKER,
              },
              story_steps=20),
+    Property("I15", "refused-only-while-busy",
+             "the chat endpoint refuses a message only while a run is in flight",
+             delivery.refused_only_while_busy),
 )
 
 BY_CODE: dict[str, Property] = {p.code: p for p in PROPERTIES}

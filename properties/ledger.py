@@ -57,6 +57,8 @@ class Interrupt:
 class Ledger:
     """What the harness did: the ground truth invariants compare against."""
 
+    #: Sessions an injected fault has touched (once it fired: an armed
+    #: fault that never fires excuses nothing).
     faults: set[str] = field(default_factory=set)
     delivered: dict[str, list[str]] = field(default_factory=dict)
     decisions: dict[str, list[str]] = field(default_factory=dict)
@@ -71,6 +73,9 @@ class Ledger:
     interrupts: list[Interrupt] = field(default_factory=list)
     #: Per session, the background jobs the harness let finish (notes).
     jobs_finished: dict[str, list[str]] = field(default_factory=dict)
+    #: Ordinary messages the user sent: (session, refused with 409, a run
+    #: of the session was in flight when it was sent).
+    messages: list[tuple[str, bool, bool]] = field(default_factory=list)
 
     def deliver(self, alias: str, marker: str) -> None:
         self.delivered.setdefault(alias, []).append(marker)
@@ -83,6 +88,9 @@ class Ledger:
 
     def message_while_parked(self, alias: str, marker: str, refused: bool) -> None:
         self.parked_messages.setdefault(alias, []).append((marker, refused))
+
+    def message_sent(self, alias: str, refused: bool, busy: bool) -> None:
+        self.messages.append((alias, refused, busy))
 
     def job_finished(self, alias: str, note: str) -> None:
         self.jobs_finished.setdefault(alias, []).append(note)

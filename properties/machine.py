@@ -33,10 +33,11 @@ from .rules.producers import ProducerRules
 from .rules.questions import Questions
 from .rules.teams import SeveralTeams, TeamRules
 from .rules.users import Interrupts, ParkedMessages, UserRules
-from .rules.vocabulary import FAILS, PAST_EVERY_LEASE, SOURCES, TURNS, scripted_turns
+from .invariants.safety import LastParked
+from .rules.vocabulary import PAST_EVERY_LEASE, SOURCES, TURNS, scripted_turns
 from .story.record import Step
 from .story.witness import describe_failure
-from .violation import InvariantViolated
+from .violation import InvariantViolated, UnexpectedFailure
 
 #: How many of the last bus operations a failure's note shows.
 TRACE_TAIL = 40
@@ -86,7 +87,7 @@ class HitlMachine(
         self.world = World()
         self.ledger = Ledger()
         self._markers = itertools.count(1)
-        self._previous: Observation | None = None
+        self._last_parked = LastParked()
         #: The story so far, as it would be replayed.
         self.steps: list[Step] = []
         #: Set when playing a recorded story back: each step first checks
@@ -120,10 +121,9 @@ class HitlMachine(
         return next(self._markers)
 
     def script(self, session: str, turn: str) -> None:
-        """Queue ``session``'s next model turn; a failing one is a fault."""
+        """Queue ``session``'s next model turn (a failing one is a fault,
+        which excuses the session once it is served)."""
         self.world.script(session, *scripted_turns(session, turn, tag=f"turn-{self.next_marker()}"))
-        if turn == FAILS:
-            self.ledger.faults.add(session)
 
     def settle(self) -> None:
         """Settle the world; one that never settles breaks liveness (I11)."""
@@ -134,7 +134,7 @@ class HitlMachine(
                 "the world settles: every trigger is eventually dispatched or dropped",
                 str(stuck),
             )
-            self._enforce("I11", lambda: _raise(never))
+            self._enforce(lambda: _raise(never))
             raise
 
     # ── checking ──────────────────────────────────────────────────────
@@ -144,31 +144,39 @@ class HitlMachine(
         self._check(self.world.observe(settled=self.world.is_settled()))
 
     def _check(self, obs: Observation) -> None:
-        transitions = []
-        for record in BY_CODE.values():
+        """Every property against ``obs``; first the world's own news: the
+        faults that fired (they excuse the sessions they touched), and any
+        exception no rule injected (it fails the story)."""
+        self.ledger.faults |= self.world.faulted_sessions()
+        unexpected = self.world.unexpected_failures()
+        if unexpected:
+            self._enforce(lambda: _raise(UnexpectedFailure(unexpected)))
+        before = self._last_parked.before()
+        # The properties this machine searches come first: at a step that
+        # breaks several, the searched one is the one reported.
+        for record in sorted(BY_CODE.values(), key=lambda r: r.code not in self.checked):
             if record.when == ON_TRANSITION:
-                transitions.append(record)
+                self._enforce(lambda r=record: r.verify(before, obs, self.ledger))
             else:
-                self._enforce(record.code, lambda r=record: r.verify(obs, self.ledger))
-        before = self._previous
-        for record in transitions:
-            self._enforce(record.code, lambda r=record: r.verify(before, obs, self.ledger))
-        self._previous = obs
+                self._enforce(lambda r=record: r.verify(obs, self.ledger))
+        self._last_parked.update(obs)
 
-    def _enforce(self, code: str, check) -> None:
-        """Run ``check``; a violation of an enforced property is raised,
-        with the bus operations leading to it as a note."""
+    def _enforce(self, check) -> None:
+        """Run ``check``; a failure is raised with the bus operations
+        leading to it as a note. Every property is enforced on every
+        machine: a machine is built to search one (``checked``), and a
+        violation of another one found on the way is reported, not
+        dropped (the verdict says which was found)."""
         try:
             check()
-        except InvariantViolated as violation:
-            if violation.code in self.checked:
-                violation.trace = self.world.render_trace()
-                tail = violation.trace.splitlines()[-TRACE_TAIL:]
-                violation.add_note(
-                    f"Bus operations up to the violation (last {len(tail)}, "
-                    "by task):\n" + "\n".join(tail),
-                )
-                raise
+        except (InvariantViolated, UnexpectedFailure) as violation:
+            violation.trace = self.world.render_trace()
+            tail = violation.trace.splitlines()[-TRACE_TAIL:]
+            violation.add_note(
+                f"Bus operations up to the violation (last {len(tail)}, "
+                "by task):\n" + "\n".join(tail),
+            )
+            raise
 
     def teardown(self) -> None:
         try:

@@ -28,3 +28,14 @@ class InvariantViolated(AssertionError):
         super().__init__(
             f"{code} {title}\n  expected: {expected}\n  actual:   {actual}",
         )
+
+
+class UnexpectedFailure(AssertionError):
+    """A task of the world ended with an exception no rule injected (or the
+    loop reported one): the story fails, whatever property it searched."""
+
+    title = "an exception no rule injected"
+
+    def __init__(self, lines: list[str]):
+        self.lines = lines
+        super().__init__("an exception no rule injected:\n  " + "\n  ".join(lines))

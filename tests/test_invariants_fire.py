@@ -24,9 +24,11 @@ from harness.world.marks import REMINDER_MARK
 from harness.world.observation import Observation, SessionView
 from properties import invariants as inv
 from properties.catalog import BY_CODE, PROPERTIES
+from properties.invariants.safety import LastParked
 from properties.ledger import Interrupt, Ledger
 from properties.violation import InvariantViolated
 from properties.machine import HitlMachine, machine_enforcing
+from properties.story.playback import playing
 
 
 @pytest.fixture
@@ -135,6 +137,21 @@ def test_I4_accepts_unparking_by_an_interrupt_the_user_sent():
     completed = _seen("idle", ())
     completed.sessions["worker"].events = [_end("completed")]
     _fires("I4", inv.parked_stays_parked, before, completed, sent)  # not the interrupt's doing
+
+
+def test_I4_compares_with_the_last_parked_snapshot_across_a_run():
+    """Parked, then a run is alive (no comparison then), then idle with no
+    answer: the blind spot of comparing consecutive snapshots only."""
+    memory = LastParked()
+    parked, running, unparked = _seen("awaiting_permission"), _seen("awaiting_permission"), _seen("idle", ())
+    running.sessions["worker"].run_alive = True
+    for obs in (parked, running):
+        inv.parked_stays_parked(memory.before(), obs, Ledger())
+        memory.update(obs)
+    _fires("I4", inv.parked_stays_parked, memory.before(), unparked, Ledger())
+    inv.parked_stays_parked(memory.before(), unparked, Ledger(decisions={"worker": ["call-1"]}))
+    memory.update(unparked)
+    assert memory.before() is None  # idle again: nothing to compare with
 
 
 # ── I5 ────────────────────────────────────────────────────────────────
@@ -252,12 +269,28 @@ def test_I10_fires_unless_the_leader_is_told_of_each_failure_once():
     failed = SessionView("worker", "w", events=_replies(
         ("REPLY_START", "r1", None), ("REPLY_END", "r1", "error"),
     ))
-    reminder = _hint("<system-reminder>Team member 'worker' hit an error while running, ...")
-    for pushes in ([], [reminder, reminder]):
-        leader = SessionView("leader", "l", inbox_pushes=pushes)
+    text = "<system-reminder>Team member 'worker' hit an error while running, ..."
+    reminder = _hint(text)
+    for told in ([], [text, text]):
+        leader = SessionView("leader", "l", context_hints=told)
         _fires("I10", inv.failures_reported_once,
                Observation({"worker": failed, "leader": leader}, settled=True), Ledger())
-    leader = SessionView("leader", "l", inbox_pushes=[reminder])
+    # Told once: in its context, or still queued for a parked leader.
+    for leader in (SessionView("leader", "l", context_hints=[text]),
+                   SessionView("leader", "l", queued=[reminder])):
+        inv.failures_reported_once(
+            Observation({"worker": failed, "leader": leader}, settled=True), Ledger())
+
+
+def test_I10_counts_what_the_leader_was_told_not_what_was_pushed():
+    """agentscope's turn tail drains the inbox and pushes payloads back:
+    one reminder pushed twice is still one reminder told."""
+    failed = SessionView("worker", "w", events=_replies(
+        ("REPLY_START", "r1", None), ("REPLY_END", "r1", "error"),
+    ))
+    text = "<system-reminder>Team member 'worker' hit an error while running, ..."
+    leader = SessionView("leader", "l", inbox_pushes=[_hint(text), _hint(text)],
+                         context_hints=[text])
     inv.failures_reported_once(Observation({"worker": failed, "leader": leader}, settled=True), Ledger())
 
 
@@ -267,17 +300,31 @@ def test_I10_fires_when_the_other_team_is_told():
     failed = SessionView("worker", "w", events=_replies(
         ("REPLY_START", "r1", None), ("REPLY_END", "r1", "error"),
     ))
-    reminder = _hint("<system-reminder>Team member 'worker' hit an error while running, ...")
+    text = "<system-reminder>Team member 'worker' hit an error while running, ..."
     misrouted = {
         "worker": failed,
         "leader": SessionView("leader", "l"),
-        "chief": SessionView("chief", "c", inbox_pushes=[reminder]),
+        "chief": SessionView("chief", "c", context_hints=[text]),
     }
     violation = _fires("I10", inv.failures_reported_once, Observation(misrouted, settled=True), Ledger())
     assert "leader" in str(violation)
-    routed = {**misrouted, "leader": SessionView("leader", "l", inbox_pushes=[reminder]),
+    routed = {**misrouted, "leader": SessionView("leader", "l", context_hints=[text]),
               "chief": SessionView("chief", "c")}
     inv.failures_reported_once(Observation(routed, settled=True), Ledger())
+
+
+def test_I10_holds_on_the_story_that_once_counted_a_pushed_back_reminder():
+    """The story that reported "the leader got 2 failure reminder(s)" when
+    I10 counted pushes: the leader's context holds one."""
+    with playing(["I10"], **BY_CODE["I10"].machine) as story:
+        story.leader_invites_worker(worker_first_turn="fails")
+        story.user_sends_message(session="leader", model_turn="answers")
+        story.dispatcher_processes_queue()
+        story.run_continues(session="worker")
+        story.run_continues(session="leader")
+        pushes = story.world.observe_session("leader").inbox_pushes
+        # agentscope pushed the one reminder, then drained it and pushed it back.
+        assert sum("hit an error" in str(p.get("hint")) for p in pushes) == 2
 
 
 # ── I11 ───────────────────────────────────────────────────────────────
@@ -461,3 +508,23 @@ def test_I14_fires_on_a_finished_job_whose_result_reaches_nobody_or_twice():
     lost.parked_status = "awaiting_permission"
     inv.background_results_delivered(Observation({"solo": lost}, settled=True), ledger)
     inv.background_results_delivered(Observation({"solo": SessionView("solo", "s")}), ledger)
+
+
+# ── I15 ───────────────────────────────────────────────────────────────
+
+
+def test_I15_fires_on_a_refusal_with_no_run_in_flight():
+    _fires("I15", inv.refused_only_while_busy, Observation(),
+           Ledger(messages=[("solo", True, False)]))
+    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", True, True)]))
+    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", False, False)]))
+
+
+def test_I15_records_a_409_on_an_ordinary_message():
+    machine = machine_enforcing("I15")()
+    try:
+        machine.user_sends_message(session="solo", model_turn="answers")  # stops at its turn tail
+        machine.user_sends_message(session="solo", model_turn="answers")  # a run is in flight
+        assert machine.ledger.messages == [("solo", False, False), ("solo", True, True)]
+    finally:
+        machine.world.close()

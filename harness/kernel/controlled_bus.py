@@ -77,8 +77,7 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
     ) -> None:
         self.inner = inner
         self._interleaver = interleaver
-        #: Channels whose every delivered message parks the subscriber
-        #: before it sees the message (a ``receive`` switch point).
+        #: Channels whose deliveries are recorded in the trace.
         self.deliveries = deliveries
         self.appended: dict[str, list[dict]] = defaultdict(list)
         self.pushed: dict[str, list[dict]] = defaultdict(list)
@@ -86,6 +85,8 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         #: yet released): two live ones at once break mutual exclusion.
         self.inside: dict[str, set] = defaultdict(set)
         self._faults: list[Op] = []
+        #: Injected faults that fired, in order (armed ones may never fire).
+        self.fired: list[Op] = []
 
     def fail_next(self, name: str, key: str) -> None:
         """Make the next ``name`` operation on ``key`` (whoever makes it)
@@ -102,6 +103,7 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         await self._interleaver.switch_point(Op(name, key))
         if Op(name, key) in self._faults:
             self._faults.remove(Op(name, key))
+            self.fired.append(Op(name, key))
             self._interleaver.record(name, key, "FAILED (injected fault)")
             raise InjectedBusFault(f"injected fault: {name} {key}")
         result = await call()
@@ -196,7 +198,6 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         self._interleaver.record("subscribe", key)
         async for item in self.inner.subscribe(key, on_ready=on_ready):
             if key in self.deliveries:
-                await self._interleaver.switch_point(Op("receive", key))
                 self._interleaver.record("receive", key, _describe_message(item))
             yield item
 

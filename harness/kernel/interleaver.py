@@ -106,6 +106,7 @@ class Interleaver:
         self._live: list[ControlledTask] = []
         self._unlabelled: list[ControlledTask] = []
         self._crashed: list[ControlledTask] = []
+        self._finished: list[ControlledTask] = []
         self._label_counts: Counter[str] = Counter()
         self._creating_internal = False
         self._storage_calls_in_flight = 0
@@ -165,8 +166,21 @@ class Interleaver:
         """Every controlled task that is still alive (and not crashed),
         oldest first."""
         self._label_new_tasks()
+        self._finished.extend(r for r in self._live if r.done)
         self._live = [r for r in self._live if not r.done]
         return [r for r in self._live if r not in self._crashed]
+
+    def failures(self) -> list[tuple[ControlledTask, BaseException]]:
+        """Tasks that ended with an exception (not a cancellation) since
+        the last call, each reported once, oldest first. Reading the
+        exception here is what asyncio counts as retrieving it."""
+        self.tasks()
+        finished, self._finished = self._finished, []
+        return [
+            (r, r.task.exception())
+            for r in sorted(finished, key=lambda r: r.index)
+            if not r.task.cancelled() and r.task.exception() is not None
+        ]
 
     def crash(self, record: ControlledTask) -> list[ControlledTask]:
         """The process running ``record`` dies: it and every task it

@@ -131,6 +131,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     for story in _stories_in(call.excinfo.value):
         written = folder.write(story, parent)
         report.user_properties.append(("counterexample", str(written)))
+        report.user_properties.append(("found", story.code))
         report.sections.append(
             ("hitl-harness counterexample", f"written to {written}/ (report.md, test_repro.py)"),
         )
@@ -154,8 +155,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             report.outcome,
             report.outcome,
         )
+        found = [v for k, v in report.user_properties if k == "found"]
         if report.outcome == "failed" and report.when != "call":
             verdict = "error"
+        elif found and code not in found:
+            # The search broke another property (or a step raised): said,
+            # not hidden, and not counted as this property's violation.
+            verdict = f"found {found[0]}"
         folders = [v for k, v in report.user_properties if k == "counterexample"]
         _VERDICTS[code] = {
             "title": slug,

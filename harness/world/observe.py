@@ -50,6 +50,7 @@ class SessionReader:
         """The session as it is now."""
         inbox = MessageBusKeys.inbox(session_id)
         lock = MessageBusKeys.session_lock(session_id)
+        crashed = {r.task for r in self._interleaver.crashed()}
         view = SessionView(
             alias=alias,
             session_id=session_id,
@@ -66,10 +67,11 @@ class SessionReader:
                 for e in self._app.desk.runs()
                 if e.session_id == session_id
             ],
+            # A crashed process holds nothing: its lease merely outlives it.
             lock_holders={
                 self._interleaver.label_of(t)
                 for t in self._bus.inside.get(lock, set())
-                if not t.done()
+                if not t.done() and t not in crashed
             },
         )
         persisted = self._persisted(session_id, alias)

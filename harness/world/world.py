@@ -36,7 +36,8 @@ from harness.kernel.interleaver import ControlledTask, Interleaver, Op
 from . import parties
 from .actors import Actors
 from .app import AgentscopeApp, build_app
-from .cast import CHIEF, LEADER, SOLO, TEAM_OF
+from .cast import TEAM_OF, open_cast
+from .failures import FailureWatch
 from .ids import install_deterministic_factories
 from .naming import Naming
 from .observation import Observation, SessionView
@@ -79,6 +80,7 @@ class World:
             run_alive=lambda session_id: self._run_of_id(session_id) is not None,
             setup=self.setup,
         )
+        self._failures = FailureWatch(self.loop, self.interleaver, self.bus, self.app.book)
         self._closed = False
 
     # ── setting the story up ──────────────────────────────────────────
@@ -88,23 +90,9 @@ class World:
         return self.interleaver.run_uncontrolled(coro)
 
     def open_cast(self, with_chief: bool) -> None:
-        """Open the leader's and the solo session and the leader's team
-        (and, ``with_chief``, the chief's session and team); members
-        report to their leader when their script runs out."""
-        self.setup(self._open_cast(with_chief))
-
-    async def _open_cast(self, with_chief: bool) -> None:
-        for member, leader in TEAM_OF.items():
-            self.app.script(member).when_empty = (
-                CallTool("TeamSay", {"content": "my part is done", "to": leader}),
-                Text(f"reported to the {leader}"),
-            )
-        for alias in (LEADER, SOLO):
-            self._meet(alias, await self.app.open_session(alias))
-        await self.app.make_team(LEADER)
-        if with_chief:
-            self._meet(CHIEF, await self.app.open_session(CHIEF))
-            await self.app.make_team(CHIEF, team_name="band")
+        """Open the story's first sessions and teams (see
+        :func:`.cast.open_cast`)."""
+        self.setup(open_cast(self.app, self._meet, with_chief))
 
     def _meet(self, alias: str, session_id: str) -> None:
         self.sessions[alias] = session_id
@@ -360,6 +348,15 @@ class World:
         """Nothing can move without a new input: no task held, no timer."""
         return not self.interleaver.held() and not self.has_timer()
 
+    def faulted_sessions(self) -> set[str]:
+        """Sessions an injected fault has actually touched (see
+        :meth:`.failures.FailureWatch.faulted_sessions`)."""
+        return self._failures.faulted_sessions(self.sessions)
+
+    def unexpected_failures(self) -> list[str]:
+        """Exceptions no rule injected, since the last call, one line each."""
+        return [self.alias(line) for line in self._failures.unexpected()]
+
     def alias(self, text: str) -> str:
         """``text`` with ids as traces show them (see :mod:`.naming`)."""
         return self._naming(text)
@@ -382,6 +379,7 @@ class World:
         self.interleaver.quiesce()
         self.setup(self._shutdown())
         self.loop.set_task_factory(None)
+        self._failures.close()
 
     async def _shutdown(self) -> None:
         await self.app.cancel_dispatcher.__aexit__(None, None, None)
@@ -395,3 +393,4 @@ class World:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         await self.app.close()
+

@@ -17,6 +17,7 @@ from .delivery import (
     background_results_delivered,
     parked_messages_reach_the_agent,
     payloads_delivered_once_in_order,
+    refused_only_while_busy,
 )
 from .liveness import dispatcher_survives, nothing_waits_forever
 from .safety import (
@@ -42,4 +43,5 @@ __all__ = [
     "parked_messages_reach_the_agent",
     "parked_stays_parked",
     "payloads_delivered_once_in_order",
+    "refused_only_while_busy",
 ]

@@ -1,13 +1,13 @@
 """Completion: what the user started ends as the user said (I7, I9, I10, I12)."""
 from __future__ import annotations
 
-from harness.world.observation import REQUEST_EVENTS, Observation
 from harness.world.cast import TEAM_OF
-from harness.world.surface import FAILURE_REMINDER_MARK
+from harness.world.marks import FAILURE_REMINDER_MARK
+from harness.world.observation import REQUEST_EVENTS, Observation
 
 from ..ledger import Ledger, ended_by_interrupt
 from ..violation import Broken
-from .words import is_error_end
+from .words import is_error_end, markers_in
 
 
 def decided_calls_complete(obs: Observation, ledger: Ledger) -> None:
@@ -118,8 +118,11 @@ def failures_reported_once(obs: Observation, ledger: Ledger) -> None:
             for e in obs.sessions[member].events
             if is_error_end(e)
         )
-        told = sum(
-            1 for p in leader.inbox_pushes if FAILURE_REMINDER_MARK in str(p.get("hint"))
+        # What the leader was told: the reminders in its context, and those
+        # still queued for it (a parked leader reads them after its resume).
+        # Not the pushes: agentscope's turn tail drains and pushes back.
+        told = sum(FAILURE_REMINDER_MARK in h for h in leader.context_hints) + sum(
+            FAILURE_REMINDER_MARK in h for h in markers_in(leader.queued)
         )
         if told != failed:
             raise Broken(

@@ -1,8 +1,8 @@
-"""Delivery: what was sent reaches the agent, once (I5, I8, I14)."""
+"""Delivery: what was sent reaches the agent, once (I5, I8, I14, I15)."""
 from __future__ import annotations
 
-from harness.world.observation import Observation
 from fakes.tool_desk import job_output
+from harness.world.observation import Observation
 
 from ..ledger import Ledger
 from ..violation import Broken
@@ -17,12 +17,14 @@ def payloads_delivered_once_in_order(
     agent's context exactly once, in delivery order.
 
     Only meaningful when the world has settled: before that a payload may
-    legitimately still be on its way."""
+    legitimately still be on its way. A session a fault touched (a crash,
+    a failed bus operation) is I11's to judge: whether what waits is
+    eventually consumed once the leases run out."""
     if not obs.settled:
         return
     for alias, markers in ledger.delivered.items():
         view = obs.sessions.get(alias)
-        if view is None or view.parked_status != "idle":
+        if view is None or view.parked_status != "idle" or alias in ledger.faults:
             continue
         seen = [h for h in view.context_hints if h in set(markers)]
         if seen != markers:
@@ -89,3 +91,19 @@ def background_results_delivered(obs: Observation, ledger: Ledger) -> None:
                     f"it is there {seen} times ({len(view.queued)} payload(s) "
                     f"still queued for {alias})",
                 )
+
+
+def refused_only_while_busy(obs: Observation, ledger: Ledger) -> None:
+    """I15: the chat endpoint refuses (409) a user's message only while a
+    run of that session is in flight.
+
+    A refusal is the user's only news that the message went nowhere; a
+    refusal with nothing in flight turns a working session away."""
+    del obs
+    for alias, refused, busy in ledger.messages:
+        if refused and not busy:
+            raise Broken(
+                f"{alias}'s endpoint accepts a message while no run of {alias} "
+                "is in flight",
+                "it answered 409 with no run in flight",
+            )

@@ -1,13 +1,18 @@
 """Safety: nothing happens that should not (I1, I2, I3, I4, I6)."""
 from __future__ import annotations
 
-from harness.world.observation import Observation
+import re
+
 from harness.world.cast import TEAM_OF
-from harness.world.surface import REMINDER_MARK
+from harness.world.marks import REMINDER_MARK
+from harness.world.observation import Observation
 
 from ..ledger import Ledger, ended_by_interrupt
 from ..violation import Broken
 from .words import excerpt, is_error_end
+
+#: The member a team reminder is about (agentscope writes its name quoted).
+_MEMBER = re.compile(r"Team member '([^']+)'")
 
 
 def no_error_reply_without_fault(obs: Observation, ledger: Ledger) -> None:
@@ -28,23 +33,28 @@ def no_error_reply_without_fault(obs: Observation, ledger: Ledger) -> None:
 
 
 def no_spurious_leader_reminder(obs: Observation, ledger: Ledger) -> None:
-    """I2: a leader hears "member failed" only when one of its members failed.
+    """I2: a leader hears "member failed" (or "was interrupted") only about
+    a member whose reply a fault really broke (or the user interrupted).
 
     A false reminder makes the leader answer a failure report for a worker
     that is merely waiting for its user."""
     for view in obs.sessions.values():
-        reminders = [
-            p for p in view.inbox_pushes if REMINDER_MARK in str(p.get("hint"))
-        ]
-        if not reminders:
-            continue
-        faulty_workers = {m for m in ledger.faults if TEAM_OF.get(m) == view.alias}
-        if not faulty_workers:
+        for push in view.inbox_pushes:
+            hint = str(push.get("hint"))
+            if REMINDER_MARK not in hint:
+                continue
+            named = _MEMBER.search(hint)
+            member = named.group(1) if named else "?"
+            member_view = obs.sessions.get(member)
+            if TEAM_OF.get(member) == view.alias and (
+                member in ledger.faults
+                or (member_view is not None and ended_by_interrupt(member_view, ledger))
+            ):
+                continue
             raise Broken(
-                f"no failure reminder in {view.alias}'s inbox (no worker "
-                "failed)",
-                f"{len(reminders)} reminder(s): "
-                f"{excerpt(str(reminders[0].get('hint')))}",
+                f"no reminder about {member} in {view.alias}'s inbox (not its "
+                f"member, or no fault touched {member} and nobody interrupted it)",
+                f"reminder: {excerpt(hint)}",
             )
 
 
@@ -52,10 +62,11 @@ def no_dangling_inbox_consumer(obs: Observation, ledger: Ledger) -> None:
     """I3: an inbox consumer registration never outlives its session's runs.
 
     A dangling registration makes every producer skip the wake-up, so the
-    session's inbox is never drained (until the lease runs out)."""
-    del ledger
+    session's inbox is never drained (until the lease runs out). A
+    crashed run's registration outlives it by design, until its lease runs
+    out (I11 checks what happens then)."""
     for view in obs.sessions.values():
-        if view.consumer_registered and not view.run_alive:
+        if view.consumer_registered and not view.run_alive and view.alias not in ledger.crashed:
             raise Broken(
                 f"{view.alias}'s inbox consumer registration is released "
                 "when its last run ends",
@@ -71,17 +82,20 @@ def parked_stays_parked(
 ) -> None:
     """I4: a parked session stays parked until its decision is applied.
 
-    Compares two quiescent observations: a session seen parked (and idle)
-    earlier may only be unparked now if the user answered one of the calls
-    it was parked on (a confirmation, a denial or an external result), or
-    interrupted it and a reply ended INTERRUPTED in between."""
+    ``before`` holds each session's last observation while parked with no
+    run alive (:class:`LastParked`), however many steps ago: a session
+    seen parked may later be seen with no run alive and those calls no
+    longer awaited only if the user answered one of them (a confirmation,
+    a denial or an external result), or interrupted it and a reply ended
+    INTERRUPTED since."""
     if before is None:
         return
     for alias, then in before.sessions.items():
         now = obs.sessions.get(alias)
-        if now is None or then.run_alive or now.run_alive:
+        if now is None or now.run_alive:
             continue
-        if then.parked_status == "idle" or now.parked_status == then.parked_status:
+        left = [c for c in then.awaiting_call_ids if c not in now.awaiting_call_ids]
+        if not left:
             continue
         answered = set(ledger.decisions.get(alias, [])) & set(then.awaiting_call_ids)
         if not answered and not ended_by_interrupt(now, ledger, since=len(then.events)):
@@ -89,8 +103,28 @@ def parked_stays_parked(
                 f"{alias} stays {then.parked_status} until the user answers "
                 f"{then.awaiting_call_ids}",
                 f"{alias} became {now.parked_status} with none of them answered "
-                "(and no interrupt ended the reply)",
+                f"(and no interrupt ended the reply); no longer awaited: {left}",
             )
+
+
+class LastParked:
+    """Each session's last observation while parked with no run alive:
+    what I4 compares every later observation with."""
+
+    def __init__(self) -> None:
+        self._views: dict = {}
+
+    def before(self) -> Observation | None:
+        return Observation(sessions=dict(self._views)) if self._views else None
+
+    def update(self, obs: Observation) -> None:
+        for alias, view in obs.sessions.items():
+            if view.run_alive:
+                continue
+            if view.parked_status != "idle":
+                self._views[alias] = view
+            else:
+                self._views.pop(alias, None)
 
 
 def one_run_per_session(obs: Observation, ledger: Ledger) -> None:

@@ -1,6 +1,7 @@
 """Faults: a run's process crashes, a bus operation fails. Each rule
-exists only on machines whose flag turns it on, and records in the ledger
-which session it touched."""
+exists only on machines whose flag turns it on. A crash touches its session
+at once; a bus fault only once it fires (the machine asks the world which
+sessions fired faults touched)."""
 from __future__ import annotations
 
 from hypothesis import strategies as st
@@ -46,4 +47,3 @@ class BusFaults:
         the bus fails it (a dropped connection, a failover)."""
         name, key_of = BUS_FAULTS[operation]
         self.world.fail_next(session, name, key_of)
-        self.ledger.faults.add(session)

@@ -38,8 +38,10 @@ class UserRules:
         directly (or answers 409 while one is in flight). The run takes its
         turn (the model does ``model_turn``) and stops at its turn tail."""
         self.script(session, model_turn)
+        busy = self.world.run_of(session) is not None
         with self.world.spawned_runs_take_their_turn(mid_answer=self.streaming):
-            self.world.user_posts(session, UserMsg(name="user", content="please help"))
+            refused = self.world.user_posts(session, UserMsg(name="user", content="please help"))
+        self.ledger.message_sent(session, refused, busy)
 
     @story_rule(
         when=lambda self: self.any_open("REQUIRE_USER_CONFIRM"),

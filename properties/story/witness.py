@@ -18,13 +18,16 @@ def describe_failure(machine, failure: Exception) -> Counterexample:
     world = machine.world
     return Counterexample(
         code=code,
-        title=failure.title if violated else f"a step raised {type(failure).__name__}",
+        title=getattr(failure, "title", None) or f"a step raised {type(failure).__name__}",
         statement=statement_of(code) if violated else (
             "every step of the story runs without an unexpected exception"
         ),
         # Ids as the trace shows them: a raw id carries the story's
         # number in this process, which depends on what ran before.
-        failure=world.alias(failure.args[0] if violated and failure.args else repr(failure)),
+        failure=world.alias(
+            failure.args[0] if isinstance(failure, AssertionError) and failure.args
+            else repr(failure),
+        ),
         steps=list(machine.steps),
         machine=machine.configuration(),
         trace=world.render_trace(),
