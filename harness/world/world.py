@@ -39,6 +39,7 @@ from .app import AgentscopeApp, build_app
 from .cast import TEAM_OF, open_cast
 from .failures import FailureWatch
 from .ids import install_deterministic_factories
+from .invitations import Invitations
 from .naming import Naming
 from .observation import Observation, SessionView
 from .observe import SessionReader
@@ -75,6 +76,7 @@ class World:
             ),
         )
         self._inspector = inspector_of(raw_bus)
+        self._invitations = Invitations(self.app, self.setup)
         self._reader = SessionReader(
             self.app, self.bus, self._inspector, self.interleaver,
             run_alive=lambda session_id: self._run_of_id(session_id) is not None,
@@ -173,9 +175,8 @@ class World:
         run = self.run_of(leader)
         if run is not None:
             self.actors.finish(run)
-        session_id = self.setup(self.app.team_session_of(member, leader))
-        if session_id is not None:
-            self._meet(member, session_id)
+        self._invitations.sent(member)
+        self._invitations.meet(self._meet)
 
     def oldest_running_job(self, alias: str) -> str | None:
         """The note of ``alias``'s oldest background job still running."""
@@ -301,6 +302,7 @@ class World:
 
     def observe(self, settled: bool = False, past_leases: bool = False) -> Observation:
         """What every session of the story looks like right now."""
+        self._invitations.meet(self._meet)
         return Observation(
             past_leases=past_leases,
             dispatcher_alive=self.dispatcher() is not None,

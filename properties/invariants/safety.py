@@ -62,11 +62,11 @@ def no_dangling_inbox_consumer(obs: Observation, ledger: Ledger) -> None:
     """I3: an inbox consumer registration never outlives its session's runs.
 
     A dangling registration makes every producer skip the wake-up, so the
-    session's inbox is never drained (until the lease runs out). A
-    crashed run's registration outlives it by design, until its lease runs
-    out (I11 checks what happens then)."""
+    session's inbox is never drained (until the lease runs out). A session
+    a fault touched (a crashed run, a failed bus operation) may keep its
+    registration until the lease runs out: I11 checks what happens then."""
     for view in obs.sessions.values():
-        if view.consumer_registered and not view.run_alive and view.alias not in ledger.crashed:
+        if view.consumer_registered and not view.run_alive and view.alias not in ledger.faults:
             raise Broken(
                 f"{view.alias}'s inbox consumer registration is released "
                 "when its last run ends",

@@ -55,9 +55,9 @@ def scripted_turns(alias: str, turn: str, tag: str = "") -> list[Turn]:
     """The scripted model turn(s) for ``turn``; ``tag`` makes each call's
     note unique, so the desk can tell which call ran."""
     if turn == "calls GatedAction":
-        return [CallTool("GatedAction", {"note": f"{alias} needs approval"})]
+        return [CallTool("GatedAction", {"note": f"{alias} {tag} needs approval"})]
     if turn == "calls ExternalJob":
-        return [CallTool("ExternalJob", {"note": f"{alias} hands off a job"})]
+        return [CallTool("ExternalJob", {"note": f"{alias} {tag} hands off a job"})]
     if turn == FAILS:
         return [Fail(f"{alias}'s model is unavailable")]
     if turn == BACKGROUND:
