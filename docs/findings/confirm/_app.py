@@ -336,6 +336,19 @@ class App:
             return refused.status_code
         return 200
 
+    async def post_chat_event(self, agent_id: str, session_id: str, event: Any) -> int:
+        """POST /chat/ with a confirmation or an external result; the
+        endpoint queues a ``resume`` trigger for the dispatcher."""
+        request = ChatRequest(agent_id=agent_id, session_id=session_id, input=event)
+        await chat_endpoint(
+            request,
+            user_id=self.user_id,
+            chat_service=self.chat_service,
+            chat_run_registry=self.registry,
+            message_bus=self.bus,
+        )
+        return 200
+
     async def press_stop(self, agent_id: str, session_id: str) -> int:
         """POST /sessions/{id}/interrupt as the user; its HTTP status."""
         try:
