@@ -394,7 +394,7 @@ class App:
         if task is not None:
             await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), timeout)
 
-    async def settle(self, quiet: float = 0.4, timeout: float = 15.0) -> None:
+    async def settle(self, quiet: float = 0.25, timeout: float = 15.0) -> None:
         """Wait until no run is alive, no dispatcher retry is pending and
         no session lock is held, for ``quiet`` seconds in a row."""
         loop = asyncio.get_running_loop()
