@@ -188,7 +188,15 @@ class App:
 
     # ── assembly ─────────────────────────────────────────────────────
 
-    async def open(self, *, start_dispatchers: bool = True) -> "App":
+    async def open(
+        self,
+        *,
+        start_dispatchers: bool = True,
+        user_id: str | None = None,
+    ) -> "App":
+        """Open storage, workspaces and the services; with ``user_id``
+        reuse that user (another process of the same deployment made it),
+        else add a user and its scripted-model credential."""
         register_scripted_credential()
         stack = self._stack
         self.book = ScriptBook.open(self.book_name)
@@ -231,7 +239,10 @@ class App:
             registry=self.registry,
             bg_manager=self.background_tasks,
         )
-        await self._add_user()
+        if user_id is None:
+            await self._add_user()
+        else:
+            self.user_id = user_id
         if start_dispatchers:
             await self.start_dispatchers()
         return self
@@ -445,15 +456,22 @@ def in_memory_peek(bus: MessageBus, key: str) -> list[dict]:
 
 
 @contextlib.asynccontextmanager
-async def app_on(bus: MessageBus, *, basedir: Path | None = None, book: str = "confirm"):
-    """An :class:`App` on ``bus`` with a fresh scratch folder, closed and
-    removed on exit."""
+async def app_on(
+    bus: MessageBus,
+    *,
+    basedir: Path | None = None,
+    book: str = "confirm",
+    **open_args: Any,
+):
+    """An :class:`App` on ``bus``, closed on exit. Without ``basedir`` it
+    gets a fresh scratch folder, removed on exit; ``open_args`` go to
+    :meth:`App.open`."""
     quiet_agentscope()
     own = basedir is None
     basedir = basedir or Path(tempfile.mkdtemp(prefix="confirm-"))
     app = App(bus, basedir, book)
     try:
-        await app.open()
+        await app.open(**open_args)
         yield app
     finally:
         await app.close()
