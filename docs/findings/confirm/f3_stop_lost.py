@@ -207,9 +207,10 @@ async def main() -> int:
 
         say("C. no help: stop sent the moment the UI receives the card, 10 times")
         outcomes = [await press_stop_on(app, "REQUIRE_USER_CONFIRM") for _ in range(10)]
+        lost = sum(o.lost for o in outcomes)
         say(
-            f"   stops lost: {sum(o.lost for o in outcomes)} of 10 "
-            "(the others ended INTERRUPTED, as they should)",
+            f"   stops lost: {lost} of 10"
+            + (" (the others ended INTERRUPTED, as they should)" if lost < 10 else ""),
         )
 
         say("D. the harness's counterexample story: stop while the model streams")
