@@ -42,6 +42,13 @@ from .violation import InvariantViolated, UnexpectedFailure
 #: How many of the last bus operations a failure's note shows.
 TRACE_TAIL = 40
 
+#: Violations of properties a machine was not built to search, found on
+#: the way: the first story of each code since the last :func:`clear`
+#: (the pytest plugin clears it before each property test and reports it
+#: after: the property's verdict stays its own, and what else broke is
+#: said beside it).
+FOUND_ON_THE_WAY: dict = {}
+
 #: The rules each flag turns on.
 OPTIONAL_RULES: dict[str, type] = {
     "interrupts": Interrupts,
@@ -163,13 +170,18 @@ class HitlMachine(
 
     def _enforce(self, check) -> None:
         """Run ``check``; a failure is raised with the bus operations
-        leading to it as a note. Every property is enforced on every
-        machine: a machine is built to search one (``checked``), and a
-        violation of another one found on the way is reported, not
-        dropped (the verdict says which was found)."""
+        leading to it as a note. A violation of a property this machine
+        was not built to search is not raised but not dropped either: the
+        first of each is written down in :data:`FOUND_ON_THE_WAY`, and the
+        story goes on."""
         try:
             check()
         except (InvariantViolated, UnexpectedFailure) as violation:
+            code = getattr(violation, "code", None)
+            if code is not None and code not in self.checked:
+                if code not in FOUND_ON_THE_WAY:
+                    FOUND_ON_THE_WAY[code] = describe_failure(self, violation)
+                return
             violation.trace = self.world.render_trace()
             tail = violation.trace.splitlines()[-TRACE_TAIL:]
             violation.add_note(

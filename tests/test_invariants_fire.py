@@ -12,6 +12,7 @@ world unbroken, so a check that always fires would fail here too.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -528,3 +529,53 @@ def test_I15_records_a_409_on_an_ordinary_message():
         assert machine.ledger.messages == [("solo", False, False), ("solo", True, True)]
     finally:
         machine.world.close()
+
+
+# ── every property, on every machine ──────────────────────────────────
+
+
+def test_a_violation_of_another_property_is_written_down_not_dropped():
+    """A machine built to search I3 meets an I1 violation: the story goes on
+    (I3 is its verdict) and the I1 story is kept for the report."""
+    from properties.machine import FOUND_ON_THE_WAY
+
+    FOUND_ON_THE_WAY.clear()
+    machine = machine_enforcing("I3")()
+    try:
+        solo = machine.world.sessions["solo"]
+        end = ReplyEndEvent(session_id=solo, reply_id="r1", finished_reason=ReplyFinishedReason.ERROR)
+        machine.world.setup(publish_session_event(machine.world.bus, solo, end.model_dump(mode="json")))
+        machine.payload_arrives(source="channel", to="leader")  # a step: every property is checked
+        assert set(FOUND_ON_THE_WAY) == {"I1"}
+        story = FOUND_ON_THE_WAY["I1"]
+        assert story.code == "I1" and [s.rule for s in story.steps] == ["payload_arrives"]
+        machine.payload_arrives(source="channel", to="leader")
+        assert [s.rule for s in FOUND_ON_THE_WAY["I1"].steps] == ["payload_arrives"]  # the first, once
+    finally:
+        machine.world.close()
+        FOUND_ON_THE_WAY.clear()
+
+
+def test_an_exception_no_rule_injected_fails_the_story():
+    from properties.violation import UnexpectedFailure
+
+    machine = machine_enforcing("I1")()
+    try:
+        async def breaks():
+            raise KeyError("not injected")
+
+        async def starts_a_task_that_breaks():
+            asyncio.get_running_loop().create_task(breaks())
+            await asyncio.sleep(0)
+
+        machine.world.setup(starts_a_task_that_breaks())  # a task of the world dies
+        with pytest.raises(UnexpectedFailure, match="KeyError"):
+            machine.check_now()
+    finally:
+        machine.world.close()
+
+
+def test_an_injected_fault_that_never_fired_excuses_nothing(machine):
+    machine.world.fail_next("solo", "queue_drain", MessageBusKeys.inbox)
+    machine.check_now()
+    assert machine.ledger.faults == set()

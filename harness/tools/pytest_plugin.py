@@ -113,21 +113,48 @@ def _stories_in(error: BaseException | None):
         yield from _stories_in(member)
 
 
+def _property_of(item: pytest.Item):
+    """The catalog record a property test is parametrized with, if any."""
+    return getattr(getattr(item, "callspec", None), "params", {}).get("prop")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A property test starts with nothing found on the way."""
+    if _property_of(item) is not None:
+        from properties.machine import FOUND_ON_THE_WAY  # pylint: disable=import-outside-toplevel
+
+        FOUND_ON_THE_WAY.clear()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """Tag a property test's reports with its property, and write the
-    counterexample folder of a failing story, naming it in the report
+    """Tag a property test's reports with its property; write the
+    counterexample folder of a failing story, and of each other property's
+    violation its search found on the way, naming them in the report
     (``user_properties`` travel from xdist workers too)."""
     outcome = yield
     report = outcome.get_result()
-    prop = getattr(getattr(item, "callspec", None), "params", {}).get("prop")
+    prop = _property_of(item)
     if prop is not None and not any(k == "property" for k, _ in report.user_properties):
         report.user_properties.append(("property", (prop.code, prop.slug)))
-    if call.excinfo is None or report.when != "call":
+    if report.when != "call":
         return
     from properties.story import folder  # pylint: disable=import-outside-toplevel
 
     parent = Path(item.config.getoption("--counterexamples"))
+    if prop is not None:
+        from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
+        from properties.machine import FOUND_ON_THE_WAY  # pylint: disable=import-outside-toplevel
+
+        for code in sorted(FOUND_ON_THE_WAY, key=code_order):
+            written = folder.write(FOUND_ON_THE_WAY[code], parent)
+            report.user_properties.append(("found_on_the_way", (code, str(written))))
+            report.sections.append(
+                ("hitl-harness found on the way",
+                 f"{code} broke while searching {prop.code}: {written}/ (not shrunk)"),
+            )
+    if call.excinfo is None:
+        return
     for story in _stories_in(call.excinfo.value):
         written = folder.write(story, parent)
         report.user_properties.append(("counterexample", str(written)))
@@ -159,18 +186,19 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         if report.outcome == "failed" and report.when != "call":
             verdict = "error"
         elif found and code not in found:
-            # The search broke another property (or a step raised): said,
-            # not hidden, and not counted as this property's violation.
-            verdict = f"found {found[0]}"
+            verdict = "crash"  # a step raised what no rule injected
         folders = [v for k, v in report.user_properties if k == "counterexample"]
+        also = dict(v for k, v in report.user_properties if k == "found_on_the_way")
         _VERDICTS[code] = {
             "title": slug,
             "verdict": verdict,
             "counterexample": folders[0] if folders else None,
+            "also_found": also,
         }
         if _SAY_VERDICTS:
             where = f" {folders[0]}" if folders else ""
-            print(f"\n{VERDICT_LINE} {code} {verdict}{where}", flush=True)
+            extra = "".join(f" (also found {c}: {f})" for c, f in also.items())
+            print(f"\n{VERDICT_LINE} {code} {verdict}{where}{extra}", flush=True)
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
@@ -190,6 +218,8 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.line(
             f"  {entry['verdict']:<9} {code} {entry['title']}{where}",
         )
+        for other, written in entry["also_found"].items():
+            terminalreporter.line(f"            its search also found {other} -> {written}")
     target = config.getoption("--verdicts-json")
     if target:
         Path(target).write_text(
@@ -206,3 +236,10 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
             + "\n",
             encoding="utf-8",
         )
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run in which some search found another property's violation did
+    not pass, even if every searched property held."""
+    if exitstatus == 0 and any(entry["also_found"] for entry in _VERDICTS.values()):
+        session.exitstatus = 1

@@ -61,7 +61,7 @@ class Row:
 
     def judge(self) -> None:
         """Set the outcome from the verdicts."""
-        if any(v["verdict"] != "holds" for v in self.verdicts.values()):
+        if any(v["verdict"] != "holds" or v.get("also_found") for v in self.verdicts.values()):
             self.outcome = Exit.VIOLATED
 
 

@@ -21,7 +21,7 @@ def table(rows: list[Row]) -> str:
             body.append([row.name, row.version or "-", row.fix,
                          f"could not run ({COULD_NOT_RUN[row.outcome]})"])
             continue
-        cells = [row.verdicts.get(c, {}).get("verdict", "-") for c in codes]
+        cells = [_cell(row.verdicts.get(c, {})) for c in codes]
         body.append([row.name, row.version or "-", row.fix, *cells])
     # A could-not-run row's last cell spans the property columns: it does
     # not widen them.
@@ -44,7 +44,16 @@ def table(rows: list[Row]) -> str:
             if verdict["verdict"] != "holds":
                 where = verdict.get("counterexample") or "no counterexample written"
                 notes.append(f"{row.name}: {code} {verdict['verdict']} -> {where}")
+            for other, where in (verdict.get("also_found") or {}).items():
+                notes.append(f"{row.name}: {code}'s search also found {other} -> {where}")
     return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def _cell(verdict: dict) -> str:
+    """A verdict, and what else its search found (``holds+I3``)."""
+    also = verdict.get("also_found") or {}
+    text = verdict.get("verdict", "-")
+    return text + "".join(f"+{code}" for code in also)
 
 
 def write_json(rows: list[Row], path: Path, exit_code: Exit) -> None:
