@@ -3,7 +3,7 @@ compare against (faults injected, payloads delivered, decisions, messages
 and interrupts sent, jobs finished)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from harness.world.observation import SessionView
 
@@ -71,6 +71,8 @@ class Ledger:
     #: confirmed or denied).
     confirmations: dict[str, list[tuple[str, str, bool]]] = field(default_factory=dict)
     interrupts: list[Interrupt] = field(default_factory=list)
+    #: How many interrupts each answered call's session had had by then.
+    interrupts_before: dict[str, int] = field(default_factory=dict)
     #: Per session, the background jobs the harness let finish (notes).
     jobs_finished: dict[str, list[str]] = field(default_factory=dict)
     #: Ordinary messages the user sent: (session, refused with 409, a run
@@ -85,6 +87,12 @@ class Ledger:
 
     def confirm(self, alias: str, call_id: str, note: str, confirmed: bool) -> None:
         self.confirmations.setdefault(alias, []).append((call_id, note, confirmed))
+        self.interrupts_before[call_id] = len(self.interrupts_of(alias))
+
+    def interrupted_since_answer(self, alias: str, call_id: str) -> bool:
+        """Whether the user pressed stop on ``alias`` after answering
+        ``call_id`` (a stop may end the resumed reply before the call runs)."""
+        return len(self.interrupts_of(alias)) > self.interrupts_before.get(call_id, 0)
 
     def message_while_parked(self, alias: str, marker: str, refused: bool) -> None:
         self.parked_messages.setdefault(alias, []).append((marker, refused))
@@ -99,6 +107,10 @@ class Ledger:
         """Record an interrupt sent to the session ``view`` shows, as it
         was at that moment."""
         sent = Interrupt.seen(view)
+        # A call the user has already answered is the answer's to end: a
+        # stop pressed after it races the resume, and may find it done.
+        decided = set(self.decisions.get(view.alias, []))
+        sent = replace(sent, parked_on=tuple(c for c in sent.parked_on if c not in decided))
         self.interrupts.append(sent)
         return sent
 

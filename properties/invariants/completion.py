@@ -90,8 +90,8 @@ def failures_reported_once(obs: Observation, ledger: Ledger) -> None:
     A failing model call is an expected fault: the user must see the reply
     end (with ERROR) once, not twice and not never, and the leader must be
     told once so it neither waits forever nor re-dispatches the task twice.
-    A reply still parked on a tool call has not ended yet."""
-    del ledger
+    A reply still parked on a tool call has not ended yet, and one whose
+    process crashed never will (twice is still wrong)."""
     if not obs.settled:
         return
     for view in obs.sessions.values():
@@ -103,6 +103,8 @@ def failures_reported_once(obs: Observation, ledger: Ledger) -> None:
             count = ends.count(reply_id)
             if count == 1 or (count == 0 and reply_id == parked_reply):
                 continue
+            if count == 0 and view.alias in ledger.crashed:
+                continue  # its process died mid-reply: nobody is left to end it
             raise Broken(
                 f"reply {reply_id} of {view.alias} ends exactly once",
                 f"it ended {count} times ({view.parked_status})",
@@ -138,7 +140,8 @@ def calls_run_as_answered(obs: Observation, ledger: Ledger) -> None:
 
     With several calls waiting in one turn the user answers them one at a
     time: each answer must apply to its own call only, whatever arrives in
-    between."""
+    between. A stop the user pressed after confirming may keep the call
+    from running."""
     if not obs.settled:
         return
     for alias, answers in ledger.confirmations.items():
@@ -149,6 +152,8 @@ def calls_run_as_answered(obs: Observation, ledger: Ledger) -> None:
             runs = view.tool_runs.count(note)
             if runs == (1 if confirmed else 0):
                 continue
+            if runs == 0 and ledger.interrupted_since_answer(alias, call_id):
+                continue  # the user stopped the reply before the call ran
             raise Broken(
                 f"{alias}'s call {call_id} ({note!r}), "
                 f"{'confirmed' if confirmed else 'denied'} by the user, runs "
