@@ -154,12 +154,12 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
     ) -> list[tuple[str, dict]]:
         self._now()
         queue = self._queues.values.get(key, [])
-        taken, rest = queue[:max_count], queue[max_count:]
-        if rest:
-            self._queues.values[key] = rest
-        else:
-            self._queues.delete(key)
-        return list(taken)
+        taken = queue[:max_count]
+        # A drained stream stays, empty, with its TTL (Redis keeps a stream
+        # whose last entry is XDEL'd): a later push without a TTL expires
+        # with it.
+        del queue[:max_count]
+        return taken
 
     async def queue_delete(self, key: str) -> None:
         self._queues.delete(key)
