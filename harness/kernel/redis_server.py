@@ -94,8 +94,10 @@ def redis_server_binary() -> str:
 def shorten_ttls(client, seconds: float):
     """Let ``seconds`` of virtual time pass for every key with a TTL on the
     server ``client`` talks to (sync or ``redis.asyncio``: await the result
-    of the latter). Returns how many keys had a TTL. Keys are listed with
-    ``KEYS``, fine for a test's database, not for a large one."""
+    of the latter). Negative ``seconds`` lengthen every TTL instead: how a
+    caller gives back the wall-clock time the server counted while no
+    virtual time passed. Returns how many keys had a TTL. Keys are listed
+    with ``KEYS``, fine for a test's database, not for a large one."""
     return client.eval(_SHORTEN_TTLS_LUA, 0, round(seconds * 1000))
 
 
