@@ -19,7 +19,11 @@ methods, ``lock_holder`` and ``process_died`` make it a
 
 Stands in for ``RedisMessageBus``. Where it differs: a live holder's lease
 is renewed for ever (the real heartbeat can fail), publish and subscribe
-never fail, and a waiter takes a freed lock at once (the real one polls).
+never fail, and a waiter takes a freed lock at once (the real one polls);
+a capped log keeps exactly ``max_len`` entries (Redis trims whole stream
+nodes), and a holder renews only its own lease (Redis' heartbeat renews
+whatever lease is at the key). ``tests/test_bus_differential.py`` holds it
+to a real server; ``docs/bus-differences.md`` lists every difference.
 """
 from __future__ import annotations
 
@@ -154,12 +158,12 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
     ) -> list[tuple[str, dict]]:
         self._now()
         queue = self._queues.values.get(key, [])
-        taken, rest = queue[:max_count], queue[max_count:]
-        if rest:
-            self._queues.values[key] = rest
-        else:
-            self._queues.delete(key)
-        return list(taken)
+        taken = queue[:max_count]
+        # A drained stream stays, empty, with its TTL (Redis keeps a stream
+        # whose last entry is XDEL'd): a later push without a TTL expires
+        # with it.
+        del queue[:max_count]
+        return taken
 
     async def queue_delete(self, key: str) -> None:
         self._queues.delete(key)

@@ -197,6 +197,19 @@ async def test_queue_and_log_expire_after_their_ttl():
 
 
 @pytest.mark.asyncio
+async def test_a_drained_queue_keeps_its_ttl():
+    """Redis keeps a stream whose last entry was drained, TTL and all: a
+    push without a TTL then expires with the earlier one."""
+    clock = VirtualClock()
+    bus = VirtualRedisBus(clock.now)
+    await bus.queue_push("q", {"n": 1}, ttl_secs=10)
+    assert len(await bus.queue_drain("q")) == 1
+    await bus.queue_push("q", {"n": 2})
+    clock.advance_by(10)
+    assert await bus.queue_drain("q") == []
+
+
+@pytest.mark.asyncio
 async def test_try_lock_claim_expires_after_its_lease():
     clock = VirtualClock()
     bus = VirtualRedisBus(clock.now)

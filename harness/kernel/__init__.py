@@ -13,4 +13,6 @@ It knows nothing of agentscope beyond the ``MessageBus`` interface it wraps.
   quiescence.
 - :mod:`.bus_inspector`: what the harness reads from a bus besides its
   interface.
+- :mod:`.redis_server`: a real ``redis-server`` to hold the fake bus to,
+  and virtual time passing on it.
 """
