@@ -46,6 +46,8 @@ class _Lease:
     expires_at: float
     owner: asyncio.Task | None = None
     ttl: float = 0.0
+    renewed: bool = True
+    """Whether a live holder still renews it (its heartbeat has not failed)."""
 
 
 @dataclass
@@ -87,6 +89,10 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         self._subscribers: dict[str, set[asyncio.Queue]] = {}
         #: Tasks of a process that died: their leases are no longer renewed.
         self._dead: set[asyncio.Task] = set()
+        #: Locks whose next release fails (the lease is left to expire).
+        self._failing_releases: set[str] = set()
+        #: Keys on which an injected lease fault fired (renewal, release).
+        self.faults_fired: list[str] = []
 
     # ── housekeeping ──────────────────────────────────────────────────
 
@@ -107,13 +113,18 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         if lease is None:
             return None
         now = self._clock()
-        if self._alive(lease.owner):
+        if self._renewing(lease):
             return lease  # the heartbeat keeps it renewed
         if lease.expires_at <= now:
             del self._locks[key]
             self._signal_lock(key)
             return None
         return lease
+
+    def _renewing(self, lease: _Lease) -> bool:
+        """Whether someone keeps ``lease`` renewed: a live holder whose
+        heartbeat has not failed."""
+        return lease.renewed and self._alive(lease.owner)
 
     def _alive(self, owner: asyncio.Task | None) -> bool:
         """Whether a lease's holder still renews it (Redis' heartbeat)."""
@@ -260,15 +271,46 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         finally:
             lease = self._locks.get(key)
             if lease is not None and lease.token == token:
-                del self._locks[key]
-                self._signal_lock(key)
+                if key in self._failing_releases:
+                    # The release's DEL fails and RedisMessageBus swallows
+                    # the error; the heartbeat stops with the holder.
+                    self._failing_releases.discard(key)
+                    self._stop_renewing(key, lease)
+                else:
+                    del self._locks[key]
+                    self._signal_lock(key)
+
+    # ── lease faults (a dropped connection at the wrong moment) ──────
+
+    def renewal_fails(self, key: str) -> bool:
+        """The heartbeat renewing ``key``'s live lease fails once, which
+        ends it (agentscope's heartbeat has no error handling): the lease
+        lapses under its live holder. Whether there was one to fail."""
+        lease = self._locks.get(key)
+        if lease is None or not self._renewing(lease):
+            return False
+        self._stop_renewing(key, lease)
+        return True
+
+    def release_fails(self, key: str) -> None:
+        """The next release of ``key`` fails: the lock stays until its
+        lease runs out."""
+        self._failing_releases.add(key)
+
+    def _stop_renewing(self, key: str, lease: _Lease) -> None:
+        """Nobody renews ``lease`` from now on: it runs out half a TTL
+        later (the last renewal came half a TTL before)."""
+        lease.renewed = False
+        lease.expires_at = self._clock() + lease.ttl / 2
+        self.faults_fired.append(key)
+        self._signal_lock(key)  # waiters start counting down
 
     async def _wait_for_lock_change(self, key: str) -> None:
         """Block until the lock is released or its lease can expire."""
         event = self._lock_changed.setdefault(key, asyncio.Event())
         lease = self._locks[key]
         timer = None
-        if not self._alive(lease.owner):
+        if not self._renewing(lease):
             delay = max(0.0, lease.expires_at - self._clock())
             loop = asyncio.get_running_loop()
             timer = loop.call_later(delay, self._signal_lock, key)
@@ -373,7 +415,7 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         lease = self._locks.get(key)
         if lease is None:
             return None
-        if not self._alive(lease.owner) and lease.expires_at <= self._clock():
+        if not self._renewing(lease) and lease.expires_at <= self._clock():
             return None
         return lease.owner or True
 

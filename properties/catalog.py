@@ -96,8 +96,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("I5", "payloads-delivered-once-in-order",
              "no inbox payload is lost, duplicated or reordered",
              delivery.payloads_delivered_once_in_order, when=SETTLED),
+    # Bus faults: a lease whose heartbeat fails lapses under its live run.
     Property("I6", "one-run-per-session", "one run per session at a time",
-             safety.one_run_per_session),
+             safety.one_run_per_session,
+             machine={"bus_faults": True, "cast": WITHOUT_WORKER}),
     Property("I7", "confirm-resume-completes", "confirm/resume always completes",
              completion.decided_calls_complete, when=SETTLED),
     Property("I8", "parked-message-not-lost",

@@ -576,6 +576,6 @@ def test_an_exception_no_rule_injected_fails_the_story():
 
 
 def test_an_injected_fault_that_never_fired_excuses_nothing(machine):
-    machine.world.fail_next("solo", "queue_drain", MessageBusKeys.inbox)
+    machine.world.fail_next("solo", "before", "queue_drain", MessageBusKeys.inbox)
     machine.check_now()
     assert machine.ledger.faults == set()

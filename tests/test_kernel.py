@@ -271,3 +271,95 @@ def test_a_bus_the_harness_cannot_inspect_is_refused():
     assert isinstance(VirtualRedisBus(lambda: 0.0), BusInspector)
     with pytest.raises(TypeError, match="cannot be inspected.*peek_queue"):
         inspector_of(object())
+
+
+# ── faults true to Redis: each allows a story the fault-free bus forbids ─
+
+
+def _bus(kernel):
+    fake = VirtualRedisBus(kernel.loop.clock.now)
+    return fake, ControlledBus(fake, kernel)
+
+
+@pytest.mark.parametrize("after", [False, True])
+def test_a_failed_drain_loses_the_entries_only_if_the_server_applied_it(kernel, after):
+    fake, bus = _bus(kernel)
+
+    async def story():
+        await bus.queue_push("q", {"hint": "one"})
+        bus.fail_next("queue_drain", "q", after=after)
+        try:
+            await bus.queue_drain("q")
+        except InjectedBusFault:
+            return fake.peek_queue("q")
+        return "no fault"
+
+    record = kernel.spawn(story(), "story")
+    kernel.settle()
+    assert record.task.result() == ([] if after else [{"hint": "one"}])
+
+
+def test_a_failed_publish_reaches_no_subscriber(kernel):
+    _, bus = _bus(kernel)
+    received = []
+
+    async def listens():
+        async for message in bus.subscribe("ch"):
+            received.append(message["n"])
+
+    async def publishes():
+        await bus.publish("ch", {"n": 1})
+        bus.fail_next("publish", "ch")
+        try:
+            await bus.publish("ch", {"n": 2})
+        except InjectedBusFault:
+            pass
+        await bus.publish("ch", {"n": 3})
+
+    kernel.spawn(listens(), "listener")
+    kernel.settle()
+    kernel.spawn(publishes(), "publisher")
+    kernel.settle()
+    assert received == [1, 3]
+
+
+@pytest.mark.parametrize("renewal_fails", [False, True])
+def test_a_failed_heartbeat_lets_a_second_holder_in_under_a_live_one(kernel, renewal_fails):
+    fake, bus = _bus(kernel)
+    kernel.controlling = False  # no switch points: only time and the lock decide
+    inside = []
+
+    async def holds(name):
+        async with bus.acquire_lock("lock", ttl_secs=600):
+            inside.append(name)
+            await asyncio.sleep(10_000)
+
+    kernel.spawn(holds("first"), "first")
+    kernel.spawn(holds("second"), "second")
+    if renewal_fails:
+        assert fake.renewal_fails("lock") and fake.faults_fired == ["lock"]
+    kernel.pass_time(301)
+    kernel.quiesce()
+    assert inside == (["first", "second"] if renewal_fails else ["first"])
+    assert len(bus.inside["lock"]) == len(inside)  # two holders at once: I6's story
+
+
+@pytest.mark.parametrize("release_fails", [False, True])
+def test_a_failed_release_keeps_the_lock_until_its_lease_runs_out(kernel, release_fails):
+    fake, bus = _bus(kernel)
+    entered = []
+
+    async def holds_briefly():
+        async with bus.acquire_lock("lock", ttl_secs=600):
+            await asyncio.sleep(1)
+
+    async def waits():
+        async with bus.acquire_lock("lock", ttl_secs=600):
+            entered.append(kernel.loop.time())
+
+    if release_fails:
+        fake.release_fails("lock")
+    kernel.spawn(holds_briefly(), "holder")
+    kernel.spawn(waits(), "waiter")
+    kernel.settle()
+    assert entered == ([301.0] if release_fails else [1.0])

@@ -13,7 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 
 @runtime_checkable
 class BusInspector(Protocol):
-    """Read-only views of a bus's state, and the death of a process."""
+    """Read-only views of a bus's state, and the faults only the bus can
+    stage: a process's death, a failed lease renewal or release."""
 
     def peek_queue(self, key: str) -> list[dict]:
         """Payloads queued at ``key`` (expired ones excluded)."""
@@ -29,6 +30,17 @@ class BusInspector(Protocol):
         """The process running ``tasks`` died: nobody renews their leases
         any more."""
 
+    def renewal_fails(self, key: str) -> bool:
+        """The heartbeat of ``key``'s live lease fails: the lease lapses
+        under its holder. Whether there was a lease to fail."""
+
+    def release_fails(self, key: str) -> None:
+        """The next release of ``key`` fails: the lock stays until its
+        lease runs out."""
+
+    faults_fired: list[str]
+    """Keys on which a lease fault (renewal, release) fired."""
+
 
 def inspector_of(bus: object) -> BusInspector:
     """``bus`` itself, checked: a bus the harness cannot inspect is refused
@@ -36,7 +48,10 @@ def inspector_of(bus: object) -> BusInspector:
     if not isinstance(bus, BusInspector):
         missing = [
             name
-            for name in ("peek_queue", "peek_registry", "lock_holder", "process_died")
+            for name in (
+                "peek_queue", "peek_registry", "lock_holder", "process_died",
+                "renewal_fails", "release_fails",
+            )
             if not callable(getattr(bus, name, None))
         ]
         raise TypeError(

@@ -84,14 +84,16 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         #: Tasks inside each lock by their own account (acquired, not
         #: yet released): two live ones at once break mutual exclusion.
         self.inside: dict[str, set] = defaultdict(set)
-        self._faults: list[Op] = []
+        self._faults: list[tuple[Op, bool]] = []
         #: Injected faults that fired, in order (armed ones may never fire).
         self.fired: list[Op] = []
 
-    def fail_next(self, name: str, key: str) -> None:
+    def fail_next(self, name: str, key: str, *, after: bool = False) -> None:
         """Make the next ``name`` operation on ``key`` (whoever makes it)
-        raise :class:`InjectedBusFault` instead of reaching the bus."""
-        self._faults.append(Op(name, key))
+        raise :class:`InjectedBusFault`: instead of reaching the bus, or,
+        ``after``, once the bus applied it (the reply is lost on the way
+        back, as with a connection dropped mid-call)."""
+        self._faults.append((Op(name, key), after))
 
     async def _run(
         self,
@@ -101,10 +103,15 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         describe: Callable = lambda result: "",
     ):
         await self._interleaver.switch_point(Op(name, key))
-        if Op(name, key) in self._faults:
-            self._faults.remove(Op(name, key))
+        armed = next((f for f in self._faults if f[0] == Op(name, key)), None)
+        if armed is not None:
+            self._faults.remove(armed)
             self.fired.append(Op(name, key))
-            self._interleaver.record(name, key, "FAILED (injected fault)")
+            if armed[1]:
+                await call()
+                self._interleaver.record(name, key, "APPLIED, then FAILED (injected fault)")
+            else:
+                self._interleaver.record(name, key, "FAILED (injected fault)")
             raise InjectedBusFault(f"injected fault: {name} {key}")
         result = await call()
         self._interleaver.record(name, key, describe(result))

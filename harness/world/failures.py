@@ -33,13 +33,15 @@ class FailureWatch:
         self._loop_errors: list[dict] = []
         loop.set_exception_handler(lambda _loop, context: self._loop_errors.append(context))
 
-    def faulted_sessions(self, sessions: dict[str, str]) -> set[str]:
-        """Aliases (of ``sessions``, alias to id) an injected fault touched."""
+    def faulted_sessions(self, sessions: dict[str, str], lease_faults: list[str]) -> set[str]:
+        """Aliases (of ``sessions``, alias to id) an injected fault touched
+        (``lease_faults``: keys whose lease renewal or release failed)."""
+        keys = [op.key for op in self._bus.fired] + list(lease_faults)
         touched = {
             alias
-            for op in self._bus.fired
+            for key in keys
             for alias, session_id in sessions.items()
-            if session_id in op.key
+            if session_id in key
         }
         return touched | {alias for alias in sessions if alias in self._book.failed}
 

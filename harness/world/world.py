@@ -197,10 +197,18 @@ class World:
         self.app.registry.process_died(run.task)
         self._inspector.process_died([r.task for r in doomed])
 
-    def fail_next(self, alias: str, operation: str, key_of: Callable[[str], str]) -> None:
+    def fail_next(self, alias: str, kind: str, operation: str, key_of: Callable[[str], str]) -> None:
         """The next ``operation`` on ``alias``'s key ``key_of(session id)``
-        fails, whoever makes it."""
-        self.bus.fail_next(operation, key_of(self.sessions[alias]))
+        fails, whoever makes it: ``before`` the bus applies it, ``after``
+        (its reply is lost), or the lock's lease ``renewal`` (now) or its
+        ``release`` (next time)."""
+        key = key_of(self.sessions[alias])
+        if kind == "renewal":
+            self._inspector.renewal_fails(key)
+        elif kind == "release":
+            self._inspector.release_fails(key)
+        else:
+            self.bus.fail_next(operation, key, after=kind == "after")
 
     # ── control ───────────────────────────────────────────────────────
 
@@ -353,7 +361,7 @@ class World:
     def faulted_sessions(self) -> set[str]:
         """Sessions an injected fault has actually touched (see
         :meth:`.failures.FailureWatch.faulted_sessions`)."""
-        return self._failures.faulted_sessions(self.sessions)
+        return self._failures.faulted_sessions(self.sessions, self._inspector.faults_fired)
 
     def unexpected_failures(self) -> list[str]:
         """Exceptions no rule injected, since the last call, one line each."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from .story_rule import Where, story_rule
-from .vocabulary import BUS_FAULTS
+from .vocabulary import BUS_FAULT_WORDS, BUS_FAULTS
 
 
 class Crashes:
@@ -38,12 +38,12 @@ class BusFaults:
         operation=st.sampled_from(sorted(BUS_FAULTS)),
         session=Where("exists"),
         says=lambda operation, session: (
-            f"The next `{operation.split()[0]}` on {session}'s "
-            f"{' '.join(operation.split()[1:])} fails (the bus connection drops)."
+            f"The next `{operation}` on {session}'s key "
+            f"{BUS_FAULT_WORDS[BUS_FAULTS[operation][0]]}."
         ),
     )
     def bus_operation_fails(self, operation: str, session: str) -> None:
         """The next time anyone makes ``operation`` on the session's key,
         the bus fails it (a dropped connection, a failover)."""
-        name, key_of = BUS_FAULTS[operation]
-        self.world.fail_next(session, name, key_of)
+        kind, name, key_of = BUS_FAULTS[operation]
+        self.world.fail_next(session, kind, name, key_of)

@@ -37,17 +37,33 @@ DURATIONS = (0.1, 31.0, 601.0)
 #: inbox-consumer registration: 600 s).
 PAST_EVERY_LEASE = 601.0
 
-#: Bus operations a story may make fail, each on one session's key: the
-#: dispatcher's lock check, an event publish, the turn-tail inbox drain,
-#: and dropping the inbox-consumer registration.
+#: Bus operations a story may make fail, each on one session's key, as a
+#: dropped Redis connection fails them: (how, operation, key). ``before``:
+#: the call never reaches the server; ``after``: the server applied it and
+#: the reply is lost; ``renewal``: the live lock's heartbeat fails, and with
+#: it the lease, under its holder; ``release``: the holder's release fails
+#: (RedisMessageBus swallows it) and the lock stays until its lease runs out.
 BUS_FAULTS = {
-    "is_locked session lock": ("is_locked", MessageBusKeys.session_lock),
-    "log_append session events": ("log_append", MessageBusKeys.session_events),
-    "queue_drain inbox": ("queue_drain", MessageBusKeys.inbox),
+    "is_locked session lock": ("before", "is_locked", MessageBusKeys.session_lock),
+    "log_append session events": ("before", "log_append", MessageBusKeys.session_events),
+    "queue_drain inbox": ("before", "queue_drain", MessageBusKeys.inbox),
     "registry_del inbox consumer": (
+        "before",
         "registry_del",
         lambda session_id: f"{MessageBusKeys.inbox_consumer(session_id)}#running",
     ),
+    "queue_drain inbox, after it applied": ("after", "queue_drain", MessageBusKeys.inbox),
+    "publish session events": ("before", "publish", MessageBusKeys.session_events),
+    "renewal of session lock": ("renewal", "renewal", MessageBusKeys.session_lock),
+    "release of session lock": ("release", "release_lock", MessageBusKeys.session_lock),
+}
+
+#: How each kind of bus fault reads in a report.
+BUS_FAULT_WORDS = {
+    "before": "fails (the bus connection drops before the server gets it)",
+    "after": "fails after the server applied it (the reply is lost)",
+    "renewal": "fails: its lease is no longer renewed and runs out under its live holder",
+    "release": "fails on the holder's next release: the lock stays until its lease runs out",
 }
 
 
