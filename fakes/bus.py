@@ -7,19 +7,19 @@ honours them the way ``RedisMessageBus`` does (``SET NX EX`` leases,
 sliding ``EXPIRE`` on namespaces, queues and logs), reading time from a
 :class:`~harness.kernel.clock.VirtualClock`.
 
-A held lock stands for a live holder that renews its lease (Redis' heartbeat
-task); the lease only runs out when its holder task is gone without having
-released it, which is exactly what a crashed process looks like.
+Locks live in :mod:`fakes.leases`: a held lock stands for a live holder
+that renews its lease (Redis' heartbeat task) until its process dies, its
+heartbeat fails or its release fails.
 
 This module holds semantics only. Switch points and the operation trace are
 added around any bus by :class:`~harness.kernel.controlled_bus.ControlledBus`, so the
 same interleaver can drive agentscope's own buses too. The ``peek_*``
-methods, ``lock_holder`` and ``process_died`` make it a
+methods, ``lock_holder``, ``process_died`` and the lease faults make it a
 :class:`~harness.kernel.bus_inspector.BusInspector`.
 
-Stands in for ``RedisMessageBus``. Where it differs: a live holder's lease
-is renewed for ever (the real heartbeat can fail), publish and subscribe
-never fail, and a waiter takes a freed lock at once (the real one polls);
+Stands in for ``RedisMessageBus``. Where it differs: a waiter takes a freed
+lock at once (the real one polls every 0.1 s, so a third party may barge
+in first);
 a capped log keeps exactly ``max_len`` entries (Redis trims whole stream
 nodes), and a holder renews only its own lease (Redis' heartbeat renews
 whatever lease is at the key). ``tests/test_bus_differential.py`` holds it
@@ -30,24 +30,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncGenerator, Callable
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from agentscope.app.message_bus import MessageBus
 
+from .leases import LeasedLocks
+
 Clock = Callable[[], float]
-
-
-@dataclass
-class _Lease:
-    """A lock value: who holds it and until when, if nobody renews it."""
-
-    token: str
-    expires_at: float
-    owner: asyncio.Task | None = None
-    ttl: float = 0.0
-    renewed: bool = True
-    """Whether a live holder still renews it (its heartbeat has not failed)."""
 
 
 @dataclass
@@ -74,7 +63,7 @@ class _Keyspace:
         self.expiry.pop(key, None)
 
 
-class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
+class VirtualRedisBus(LeasedLocks, MessageBus):  # pylint: disable=too-many-public-methods
     """In-process ``MessageBus`` with Redis TTL and lease semantics."""
 
     def __init__(self, clock: Clock) -> None:
@@ -84,15 +73,8 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         self._queues = _Keyspace()  # key -> list[(entry_id, payload)]
         self._logs = _Keyspace()  # key -> list[(entry_id, payload)]
         self._registries = _Keyspace()  # namespace -> dict[field, value]
-        self._locks: dict[str, _Lease] = {}
-        self._lock_changed: dict[str, asyncio.Event] = {}
         self._subscribers: dict[str, set[asyncio.Queue]] = {}
-        #: Tasks of a process that died: their leases are no longer renewed.
-        self._dead: set[asyncio.Task] = set()
-        #: Locks whose next release fails (the lease is left to expire).
-        self._failing_releases: set[str] = set()
-        #: Keys on which an injected lease fault fired (renewal, release).
-        self.faults_fired: list[str] = []
+        self._init_locks()
 
     # ── housekeeping ──────────────────────────────────────────────────
 
@@ -106,46 +88,6 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
     def _entry_id(self) -> str:
         """A Redis-stream-like id: ``<virtual ms>-<sequence>``."""
         return f"{int(self._clock() * 1000)}-{next(self._ids)}"
-
-    def _lease(self, key: str) -> _Lease | None:
-        """The live lease on ``key``, renewing it while its holder lives."""
-        lease = self._locks.get(key)
-        if lease is None:
-            return None
-        now = self._clock()
-        if self._renewing(lease):
-            return lease  # the heartbeat keeps it renewed
-        if lease.expires_at <= now:
-            del self._locks[key]
-            self._signal_lock(key)
-            return None
-        return lease
-
-    def _renewing(self, lease: _Lease) -> bool:
-        """Whether someone keeps ``lease`` renewed: a live holder whose
-        heartbeat has not failed."""
-        return lease.renewed and self._alive(lease.owner)
-
-    def _alive(self, owner: asyncio.Task | None) -> bool:
-        """Whether a lease's holder still renews it (Redis' heartbeat)."""
-        return owner is not None and not owner.done() and owner not in self._dead
-
-    def process_died(self, tasks: list[asyncio.Task]) -> None:
-        """The process running ``tasks`` died without cleaning up: from
-        now on nobody renews their leases. A live holder renews every half
-        TTL (as agentscope's Redis bus does), so a lease outlives its holder
-        by between half a TTL and a whole one; taken here as half (the
-        crash came just before the next renewal)."""
-        now = self._clock()
-        self._dead.update(tasks)
-        for lease in self._locks.values():
-            if lease.owner in self._dead:
-                lease.expires_at = now + lease.ttl / 2
-
-    def _signal_lock(self, key: str) -> None:
-        event = self._lock_changed.pop(key, None)
-        if event is not None:
-            event.set()
 
     # ── Mode A: drain queue ───────────────────────────────────────────
 
@@ -252,88 +194,6 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
                 queue.put_nowait(None)
         self._subscribers.clear()
 
-    # ── Mode E: locks with leases ─────────────────────────────────────
-
-    @asynccontextmanager
-    async def acquire_lock(
-        self,
-        key: str,
-        *,
-        ttl_secs: int = 600,
-    ) -> AsyncGenerator[None, None]:
-        token = f"token-{next(self._tokens)}"
-        while self._lease(key) is not None:
-            await self._wait_for_lock_change(key)
-        owner = asyncio.current_task()
-        self._locks[key] = _Lease(token, self._clock() + ttl_secs, owner, ttl_secs)
-        try:
-            yield
-        finally:
-            lease = self._locks.get(key)
-            if lease is not None and lease.token == token:
-                if key in self._failing_releases:
-                    # The release's DEL fails and RedisMessageBus swallows
-                    # the error; the heartbeat stops with the holder.
-                    self._failing_releases.discard(key)
-                    self._stop_renewing(key, lease)
-                else:
-                    del self._locks[key]
-                    self._signal_lock(key)
-
-    # ── lease faults (a dropped connection at the wrong moment) ──────
-
-    def renewal_fails(self, key: str) -> bool:
-        """The heartbeat renewing ``key``'s live lease fails once, which
-        ends it (agentscope's heartbeat has no error handling): the lease
-        lapses under its live holder. Whether there was one to fail."""
-        lease = self._locks.get(key)
-        if lease is None or not self._renewing(lease):
-            return False
-        self._stop_renewing(key, lease)
-        return True
-
-    def release_fails(self, key: str) -> None:
-        """The next release of ``key`` fails: the lock stays until its
-        lease runs out."""
-        self._failing_releases.add(key)
-
-    def _stop_renewing(self, key: str, lease: _Lease) -> None:
-        """Nobody renews ``lease`` from now on: it runs out half a TTL
-        later (the last renewal came half a TTL before)."""
-        lease.renewed = False
-        lease.expires_at = self._clock() + lease.ttl / 2
-        self.faults_fired.append(key)
-        self._signal_lock(key)  # waiters start counting down
-
-    async def _wait_for_lock_change(self, key: str) -> None:
-        """Block until the lock is released or its lease can expire."""
-        event = self._lock_changed.setdefault(key, asyncio.Event())
-        lease = self._locks[key]
-        timer = None
-        if not self._renewing(lease):
-            delay = max(0.0, lease.expires_at - self._clock())
-            loop = asyncio.get_running_loop()
-            timer = loop.call_later(delay, self._signal_lock, key)
-        try:
-            await event.wait()
-        finally:
-            if timer is not None:
-                timer.cancel()
-
-    async def is_locked(self, key: str) -> bool:
-        return self._lease(key) is not None
-
-    async def try_lock(self, key: str, *, ttl_secs: int = 600) -> bool:
-        if self._lease(key) is not None:
-            return False
-        token = f"token-{next(self._tokens)}"
-        self._locks[key] = _Lease(token, self._clock() + ttl_secs, None, ttl_secs)
-        return True
-
-    async def unlock(self, key: str) -> None:
-        if self._locks.pop(key, None) is not None:
-            self._signal_lock(key)
-
     # ── Mode F: registry ──────────────────────────────────────────────
 
     def _namespace(self, namespace: str) -> dict[str, str]:
@@ -408,21 +268,6 @@ class VirtualRedisBus(MessageBus):  # pylint: disable=too-many-public-methods
         if self._registries.expiry.get(namespace, float("inf")) <= self._clock():
             return {}
         return dict(self._registries.values.get(namespace, {}))
-
-    def lock_holder(self, key: str) -> asyncio.Task | None | bool:
-        """The task holding ``key``; ``True`` for a ``try_lock`` claim,
-        ``None`` when free (an expired lease counts as free)."""
-        lease = self._locks.get(key)
-        if lease is None:
-            return None
-        if not self._renewing(lease) and lease.expires_at <= self._clock():
-            return None
-        return lease.owner or True
-
-    def held_locks(self) -> list[str]:
-        """Keys of every lock that is currently held."""
-        return sorted(k for k in self._locks if self.lock_holder(k) is not None)
-
 
 def _id_order(entry_id: str) -> tuple[int, int]:
     """Order stream ids numerically, as Redis does."""

@@ -7,12 +7,10 @@ and a :class:`~harness.kernel.controlled_storage.SerialStorage` around the
 real storage, starts the real ``WakeupDispatcher`` and ``CancelDispatcher``,
 then switches control on. Its methods come in three groups:
 
-- **observe**: what the sessions look like now (:meth:`World.observe`,
-  :meth:`World.observe_session`, :meth:`World.published`, and the small
-  questions a rule's precondition asks);
-- **the parties' actions**: a user posts or presses stop, a producer
-  delivers, a channel posts, a leader invites, a job finishes, a process
-  crashes, a bus operation fails (:mod:`.parties` has the coroutines);
+- **observe**: :meth:`World.observe` and the small questions a rule's
+  precondition asks;
+- **the parties' actions**: users, producers, channels, leaders, jobs,
+  crashes, bus faults (:mod:`.parties` has the coroutines);
 - **control**: step, finish, settle, pass time.
 
 Sessions are named by their alias in the cast (``leader``, ``worker``...).
@@ -102,19 +100,16 @@ class World:
         self._naming.name(session_id, alias)
 
     def start(self) -> None:
-        """Start the wake-up, then the cancel dispatcher, as the app's
-        lifespan does, then take control: from here on every bus operation
-        is a switch point."""
+        """Start both dispatchers as the app's lifespan does, then take
+        control: from here on every bus operation is a switch point."""
         self.setup(self.app.dispatcher.__aenter__())
         self.setup(self.app.cancel_dispatcher.__aenter__())
         self.interleaver.controlling = True
         self.interleaver.quiesce()
 
     def pause_model_calls(self) -> None:
-        """Make every model call a switch point (``model_call <script>``),
-        after its turn is taken and before it answers: a run can then be
-        stopped while its model is streaming, and a cancel delivered there
-        lands in the model call, as a user's stop button mid-answer does."""
+        """Make every model call a switch point (``model_call <script>``)
+        before it answers: a stop can then land while the model streams."""
 
         async def while_answering(script: str) -> None:
             await self.interleaver.switch_point(Op("model_call", script))
@@ -123,8 +118,7 @@ class World:
         self.app.book.while_answering = while_answering
 
     def script(self, alias: str, *turns: Turn) -> None:
-        """Queue the next model turns of ``alias``'s agent."""
-        self.app.script(alias).add(*turns)
+        self.app.script(alias).add(*turns)  # the next turns of its model
 
     # ── the parties' actions ──────────────────────────────────────────
 
