@@ -31,6 +31,7 @@ HARNESS_DEPENDENCIES = (
     "pytest",
     "pytest-asyncio",
     "pytest-xdist",
+    "redis",
 )
 
 #: The project's packages, as the property suite imports them.
