@@ -363,3 +363,28 @@ def test_a_failed_release_keeps_the_lock_until_its_lease_runs_out(kernel, releas
     kernel.spawn(waits(), "waiter")
     kernel.settle()
     assert entered == ([301.0] if release_fails else [1.0])
+
+
+@pytest.mark.parametrize("drops", [False, True])
+def test_a_dropped_subscription_ends_its_subscribers_stream(kernel, drops):
+    _, bus = _bus(kernel)
+    received = []
+
+    async def listens():
+        async for message in bus.subscribe("ch"):
+            received.append(message["n"])
+
+    async def publishes():
+        for n in (1, 2):
+            await bus.publish("ch", {"n": n})
+
+    listener = kernel.spawn(listens(), "listener")
+    kernel.settle()
+    if drops:
+        bus.fail_next("subscription", "ch")
+    kernel.spawn(publishes(), "publisher")
+    kernel.settle()
+    assert received == ([] if drops else [1, 2])
+    assert listener.done == drops
+    if drops:
+        assert isinstance(listener.task.exception(), InjectedBusFault)

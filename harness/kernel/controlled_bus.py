@@ -92,7 +92,8 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         """Make the next ``name`` operation on ``key`` (whoever makes it)
         raise :class:`InjectedBusFault`: instead of reaching the bus, or,
         ``after``, once the bus applied it (the reply is lost on the way
-        back, as with a connection dropped mid-call)."""
+        back, as with a connection dropped mid-call). ``subscription``: the
+        next message on channel ``key`` breaks its subscriber's stream."""
         self._faults.append((Op(name, key), after))
 
     async def _run(
@@ -204,6 +205,14 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         await self._interleaver.switch_point(Op("subscribe", key))
         self._interleaver.record("subscribe", key)
         async for item in self.inner.subscribe(key, on_ready=on_ready):
+            armed = (Op("subscription", key), False)
+            if armed in self._faults:
+                # RedisMessageBus lets every error but a timeout out of its
+                # subscription: a dropped connection ends the subscriber's loop.
+                self._faults.remove(armed)
+                self.fired.append(armed[0])
+                self._interleaver.record("receive", key, "FAILED (injected fault: the subscription drops)")
+                raise InjectedBusFault(f"injected fault: subscription {key}")
             if key in self.deliveries:
                 self._interleaver.record("receive", key, _describe_message(item))
             yield item

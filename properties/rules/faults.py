@@ -38,7 +38,10 @@ class BusFaults:
         operation=st.sampled_from(sorted(BUS_FAULTS)),
         session=Where("exists"),
         says=lambda operation, session: (
-            f"The next `{operation}` on {session}'s key "
+            "The wake-up dispatcher's subscription drops on its next message "
+            "(the connection fails)."
+            if BUS_FAULTS[operation][1] == "subscription"
+            else f"The next `{operation}` on {session}'s key "
             f"{BUS_FAULT_WORDS[BUS_FAULTS[operation][0]]}."
         ),
     )

@@ -43,6 +43,8 @@ PAST_EVERY_LEASE = 601.0
 #: the reply is lost; ``renewal``: the live lock's heartbeat fails, and with
 #: it the lease, under its holder; ``release``: the holder's release fails
 #: (RedisMessageBus swallows it) and the lock stays until its lease runs out.
+#: A subscription drops on its next message (a channel, not a session key:
+#: the fault touches no session).
 BUS_FAULTS = {
     "is_locked session lock": ("before", "is_locked", MessageBusKeys.session_lock),
     "log_append session events": ("before", "log_append", MessageBusKeys.session_events),
@@ -56,6 +58,11 @@ BUS_FAULTS = {
     "publish session events": ("before", "publish", MessageBusKeys.session_events),
     "renewal of session lock": ("renewal", "renewal", MessageBusKeys.session_lock),
     "release of session lock": ("release", "release_lock", MessageBusKeys.session_lock),
+    "subscription to wake-up signals": (
+        "before",
+        "subscription",
+        lambda _session_id: MessageBusKeys.wakeup_signal(),
+    ),
 }
 
 #: How each kind of bus fault reads in a report.
