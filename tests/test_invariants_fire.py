@@ -579,3 +579,15 @@ def test_an_injected_fault_that_never_fired_excuses_nothing(machine):
     machine.world.fail_next("solo", "before", "queue_drain", MessageBusKeys.inbox)
     machine.check_now()
     assert machine.ledger.faults == set()
+
+
+def test_I12_excuses_a_confirmed_call_the_user_had_stopped_first():
+    """Stop, then confirm, before anything runs: the stop's resume ends the
+    reply; the stale confirmation runs nothing."""
+    view = SessionView("solo", "s", tool_runs=[])
+    ledger = Ledger()
+    ledger.interrupts.append(Interrupt("solo", mark=0, parked_on=("call-1",)))
+    ledger.confirm("solo", "call-1", "solo needs approval", True)
+    inv.calls_run_as_answered(Observation({"solo": view}, settled=True), ledger)
+    _fires("I12", inv.calls_run_as_answered, Observation({"solo": view}, settled=True),
+           Ledger(confirmations={"solo": [("call-1", "solo needs approval", True)]}))

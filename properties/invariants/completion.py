@@ -140,8 +140,8 @@ def calls_run_as_answered(obs: Observation, ledger: Ledger) -> None:
 
     With several calls waiting in one turn the user answers them one at a
     time: each answer must apply to its own call only, whatever arrives in
-    between. A stop the user pressed after confirming may keep the call
-    from running."""
+    between. A stop the user pressed on that call, before or after
+    confirming it, may keep it from running."""
     if not obs.settled:
         return
     for alias, answers in ledger.confirmations.items():
@@ -152,8 +152,11 @@ def calls_run_as_answered(obs: Observation, ledger: Ledger) -> None:
             runs = view.tool_runs.count(note)
             if runs == (1 if confirmed else 0):
                 continue
-            if runs == 0 and ledger.interrupted_since_answer(alias, call_id):
-                continue  # the user stopped the reply before the call ran
+            if runs == 0 and (
+                ledger.interrupted_since_answer(alias, call_id)
+                or any(call_id in sent.parked_on for sent in ledger.interrupts_of(alias))
+            ):
+                continue  # the user stopped the reply (before or after answering)
             raise Broken(
                 f"{alias}'s call {call_id} ({note!r}), "
                 f"{'confirmed' if confirmed else 'denied'} by the user, runs "
