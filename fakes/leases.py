@@ -15,6 +15,9 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+#: How often RedisMessageBus polls for a freed lock.
+POLL_SECONDS = 0.1
+
 
 @dataclass
 class _Lease:
@@ -45,6 +48,8 @@ class LeasedLocks:
         self._failing_releases: set[str] = set()
         #: Keys on which an injected lease fault fired (renewal, release).
         self.faults_fired: list[str] = []
+        #: Locks whose next woken waiter polls once before retrying.
+        self._overtaking: set[str] = set()
 
     def _lease(self, key: str) -> _Lease | None:
         """The live lease on ``key``, renewing it while its holder lives."""
@@ -99,6 +104,11 @@ class LeasedLocks:
         token = f"token-{next(self._tokens)}"
         while self._lease(key) is not None:
             await self._wait_for_lock_change(key)
+            if key in self._overtaking:
+                # RedisMessageBus polls for a freed lock every 0.1 s: in
+                # between, a third party's SET NX may take it first.
+                self._overtaking.discard(key)
+                await asyncio.sleep(POLL_SECONDS)
         owner = asyncio.current_task()
         self._locks[key] = _Lease(token, self._clock() + ttl_secs, owner, ttl_secs)
         try:
@@ -126,6 +136,12 @@ class LeasedLocks:
             return False
         self._stop_renewing(key, lease)
         return True
+
+    def waiter_overtaken(self, key: str) -> None:
+        """The next waiter woken on ``key`` polls once before it retries,
+        as the real bus does, so another acquirer may take the lock first.
+        (A timing Redis allows, not a failure: it excuses nothing.)"""
+        self._overtaking.add(key)
 
     def release_fails(self, key: str) -> None:
         """The next release of ``key`` fails: the lock stays until its

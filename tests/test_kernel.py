@@ -388,3 +388,30 @@ def test_a_dropped_subscription_ends_its_subscribers_stream(kernel, drops):
     assert listener.done == drops
     if drops:
         assert isinstance(listener.task.exception(), InjectedBusFault)
+
+
+@pytest.mark.parametrize("overtaken", [False, True])
+def test_a_polling_waiter_may_be_overtaken_by_a_third_party(kernel, overtaken):
+    fake, bus = _bus(kernel)
+    order = []
+
+    async def holds_briefly():
+        async with bus.acquire_lock("lock", ttl_secs=600):
+            await asyncio.sleep(1)
+
+    async def acquires(name):
+        async with bus.acquire_lock("lock", ttl_secs=600):
+            order.append(name)
+
+    if overtaken:
+        fake.waiter_overtaken("lock")
+    kernel.spawn(holds_briefly(), "holder")
+    kernel.advance(kernel.held()[0])  # the holder takes the lock
+    waiter = kernel.spawn(acquires("waiter"), "waiter")
+    kernel.advance(waiter)  # waits for the holder
+    third = kernel.spawn(acquires("third"), "third")  # held at its acquire
+    kernel.pass_time(1)  # the holder leaves; the waiter wakes
+    kernel.advance(third)  # the third party's SET NX comes now
+    kernel.settle()
+    assert order == (["third", "waiter"] if overtaken else ["waiter", "third"])
+    assert fake.faults_fired == []  # a timing, not a failure

@@ -38,6 +38,10 @@ class BusInspector(Protocol):
         """The next release of ``key`` fails: the lock stays until its
         lease runs out."""
 
+    def waiter_overtaken(self, key: str) -> None:
+        """The next waiter woken on ``key`` polls once before it retries,
+        so another acquirer may take the lock first."""
+
     faults_fired: list[str]
     """Keys on which a lease fault (renewal, release) fired."""
 
@@ -50,7 +54,7 @@ def inspector_of(bus: object) -> BusInspector:
             name
             for name in (
                 "peek_queue", "peek_registry", "lock_holder", "process_died",
-                "renewal_fails", "release_fails",
+                "renewal_fails", "release_fails", "waiter_overtaken",
             )
             if not callable(getattr(bus, name, None))
         ]

@@ -194,13 +194,13 @@ class World:
     def fail_next(self, alias: str, kind: str, operation: str, key_of: Callable[[str], str]) -> None:
         """The next ``operation`` on ``alias``'s key ``key_of(session id)``
         fails, whoever makes it: ``before`` the bus applies it, ``after``
-        (its reply is lost), or the lock's lease ``renewal`` (now) or its
-        ``release`` (next time)."""
+        (its reply is lost), the lease's ``renewal`` (now) or ``release``
+        (next time), or its next waiter is ``overtake``-n."""
         key = key_of(self.sessions[alias])
-        if kind == "renewal":
-            self._inspector.renewal_fails(key)
-        elif kind == "release":
-            self._inspector.release_fails(key)
+        staged = {"renewal": self._inspector.renewal_fails, "release": self._inspector.release_fails,
+                  "overtake": self._inspector.waiter_overtaken}
+        if kind in staged:
+            staged[kind](key)
         else:
             self.bus.fail_next(operation, key, after=kind == "after")
 

@@ -44,7 +44,9 @@ PAST_EVERY_LEASE = 601.0
 #: it the lease, under its holder; ``release``: the holder's release fails
 #: (RedisMessageBus swallows it) and the lock stays until its lease runs out.
 #: A subscription drops on its next message (a channel, not a session key:
-#: the fault touches no session).
+#: the fault touches no session). ``overtake`` is not a failure but a timing
+#: Redis allows: a waiter polls for a freed lock, so another may take it
+#: first.
 BUS_FAULTS = {
     "is_locked session lock": ("before", "is_locked", MessageBusKeys.session_lock),
     "log_append session events": ("before", "log_append", MessageBusKeys.session_events),
@@ -58,6 +60,7 @@ BUS_FAULTS = {
     "publish session events": ("before", "publish", MessageBusKeys.session_events),
     "renewal of session lock": ("renewal", "renewal", MessageBusKeys.session_lock),
     "release of session lock": ("release", "release_lock", MessageBusKeys.session_lock),
+    "waiter on session lock, overtaken": ("overtake", "acquire_lock", MessageBusKeys.session_lock),
     "subscription to wake-up signals": (
         "before",
         "subscription",
@@ -71,6 +74,10 @@ BUS_FAULT_WORDS = {
     "after": "fails after the server applied it (the reply is lost)",
     "renewal": "fails: its lease is no longer renewed and runs out under its live holder",
     "release": "fails on the holder's next release: the lock stays until its lease runs out",
+    "overtake": (
+        "is slow: the next run woken to take it polls once (0.1 s) first, so another "
+        "may take it before"
+    ),
 }
 
 
