@@ -591,3 +591,12 @@ def test_I12_excuses_a_confirmed_call_the_user_had_stopped_first():
     inv.calls_run_as_answered(Observation({"solo": view}, settled=True), ledger)
     _fires("I12", inv.calls_run_as_answered, Observation({"solo": view}, settled=True),
            Ledger(confirmations={"solo": [("call-1", "solo needs approval", True)]}))
+
+
+def test_I12_excuses_a_session_a_fired_fault_touched():
+    view = SessionView("solo", "s", tool_runs=[])
+    confirmed = {"solo": [("call-1", "solo needs approval", True)]}
+    inv.calls_run_as_answered(Observation({"solo": view}, settled=True),
+                              Ledger(confirmations=confirmed, faults={"solo"}))
+    _fires("I12", inv.calls_run_as_answered, Observation({"solo": view}, settled=True),
+           Ledger(confirmations=confirmed))

@@ -146,8 +146,8 @@ def calls_run_as_answered(obs: Observation, ledger: Ledger) -> None:
         return
     for alias, answers in ledger.confirmations.items():
         view = obs.sessions.get(alias)
-        if view is None:
-            continue
+        if view is None or alias in ledger.faults:
+            continue  # a fault that touched the session may fail its resume
         for call_id, note, confirmed in answers:
             runs = view.tool_runs.count(note)
             if runs == (1 if confirmed else 0):
