@@ -173,3 +173,28 @@ def test_a_bad_command_line_exits_2(capsys):
         main(["gate", "--profile", "nonsense"])
     assert exited.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_bare_command_prints_help_and_exits_2(capsys):
+    assert main([]) == 2
+    assert "usage: hitl-harness" in capsys.readouterr().out
+
+
+def test_version_is_printed(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("hitl-harness ")
+
+
+@pytest.mark.parametrize("argv", [
+    ["gate", "2.0.11", "--workers", "-3"],
+    ["gate", "2.0.11", "--workers", "many"],
+    ["gate", "2.0.11", "--json", "/nonexistent/dir/v.json"],
+    ["gate", "2.0.11", "--junit", "/nonexistent/dir/v.xml"],
+])
+def test_bad_options_are_usage_errors_before_any_work(argv, capsys):
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert done.value.code == 2
+    assert "error:" in capsys.readouterr().err

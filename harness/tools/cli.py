@@ -13,12 +13,37 @@ import sys
 from pathlib import Path
 
 
+#: Most pytest-xdist workers a gate may ask for per SPEC.
+MAX_WORKERS = 64
+
+
+def _workers(text: str) -> int:
+    """``--workers``: a whole number from 1 to :data:`MAX_WORKERS`."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_WORKERS}")
+    return value
+
+
+def _version() -> str:
+    from importlib import metadata  # pylint: disable=import-outside-toplevel
+
+    try:
+        return metadata.version("agentscope-hitl-harness")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hitl-harness",
         description="Property-based tests of agentscope's human-in-the-loop runs.",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"hitl-harness {_version()}")
+    commands = parser.add_subparsers(dest="command")
     gate = commands.add_parser(
         "gate",
         help="run the property suite against agentscope releases, wheels or checkouts",
@@ -40,8 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     gate.add_argument("--counterexamples", type=Path, metavar="DIR",
                       default=Path(os.environ.get("HITL_COUNTEREXAMPLES", "counterexamples")),
                       help="where counterexample folders go (default: ./counterexamples)")
-    gate.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
-                      help="pytest-xdist workers per SPEC (default: 2)")
+    gate.add_argument("--workers", type=_workers, default=min(2, os.cpu_count() or 1),
+                      help=f"pytest-xdist workers per SPEC, 1 to {MAX_WORKERS} (default: 2)")
     replay = commands.add_parser(
         "replay",
         help="re-run a counterexample folder and say whether it still fails",
@@ -54,8 +79,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    arguments = _parser().parse_args(argv)
+    parser = _parser()
+    arguments = parser.parse_args(argv)
+    if arguments.command is None:
+        parser.print_help()
+        return 2
     if arguments.command == "gate":
+        for option in ("json", "junit"):
+            target = getattr(arguments, option)
+            if target is not None and not target.parent.is_dir():
+                parser.error(f"--{option} {target}: no such folder {target.parent}")
         from .gate import gate  # pylint: disable=import-outside-toplevel
 
         return int(gate(
