@@ -95,6 +95,9 @@ class HitlMachine(
         self.ledger = Ledger()
         self._markers = itertools.count(1)
         self._last_parked = LastParked()
+        #: The properties this machine searches come first: at a step that
+        #: breaks several, the searched one is the one reported.
+        self._check_order = sorted(BY_CODE.values(), key=lambda r: r.code not in self.checked)
         #: The story so far, as it would be replayed.
         self.steps: list[Step] = []
         #: Set when playing a recorded story back: each step first checks
@@ -141,7 +144,7 @@ class HitlMachine(
                 "the world settles: every trigger is eventually dispatched or dropped",
                 str(stuck),
             )
-            self._enforce(lambda: _raise(never))
+            self._report(never)
             raise
 
     # ── checking ──────────────────────────────────────────────────────
@@ -157,11 +160,9 @@ class HitlMachine(
         self.ledger.faults |= self.world.faulted_sessions()
         unexpected = self.world.unexpected_failures()
         if unexpected:
-            self._enforce(lambda: _raise(UnexpectedFailure(unexpected)))
+            self._report(UnexpectedFailure(unexpected))
         before = self._last_parked.before()
-        # The properties this machine searches come first: at a step that
-        # breaks several, the searched one is the one reported.
-        for record in sorted(BY_CODE.values(), key=lambda r: r.code not in self.checked):
+        for record in self._check_order:
             if record.when == ON_TRANSITION:
                 self._enforce(lambda r=record: r.verify(before, obs, self.ledger))
             else:
@@ -169,26 +170,29 @@ class HitlMachine(
         self._last_parked.update(obs)
 
     def _enforce(self, check) -> None:
-        """Run ``check``; a failure is raised with the bus operations
-        leading to it as a note. A violation of a property this machine
-        was not built to search is not raised but not dropped either: the
-        first of each is written down in :data:`FOUND_ON_THE_WAY`, and the
-        story goes on."""
+        """Run ``check``; what it finds is :meth:`_report`-ed."""
         try:
             check()
         except (InvariantViolated, UnexpectedFailure) as violation:
-            code = getattr(violation, "code", None)
-            if code is not None and code not in self.checked:
-                if code not in FOUND_ON_THE_WAY:
-                    FOUND_ON_THE_WAY[code] = describe_failure(self, violation)
-                return
-            violation.trace = self.world.render_trace()
-            tail = violation.trace.splitlines()[-TRACE_TAIL:]
-            violation.add_note(
-                f"Bus operations up to the violation (last {len(tail)}, "
-                "by task):\n" + "\n".join(tail),
-            )
-            raise
+            self._report(violation)
+
+    def _report(self, violation: InvariantViolated | UnexpectedFailure) -> None:
+        """Raise ``violation`` with the bus operations leading to it as a
+        note. A violation of a property this machine was not built to
+        search is not raised but not dropped either: the first of each is
+        written down in :data:`FOUND_ON_THE_WAY`, and the story goes on."""
+        code = getattr(violation, "code", None)
+        if code is not None and code not in self.checked:
+            if code not in FOUND_ON_THE_WAY:
+                FOUND_ON_THE_WAY[code] = describe_failure(self, violation)
+            return
+        violation.trace = self.world.render_trace()
+        tail = violation.trace.splitlines()[-TRACE_TAIL:]
+        violation.add_note(
+            f"Bus operations up to the violation (last {len(tail)}, "
+            "by task):\n" + "\n".join(tail),
+        )
+        raise violation
 
     def teardown(self) -> None:
         try:
@@ -214,10 +218,6 @@ class HitlMachine(
         self._failed = True
         if getattr(failure, "counterexample", None) is None:
             failure.counterexample = describe_failure(self, failure)
-
-
-def _raise(error: Exception) -> None:
-    raise error
 
 
 def machine_enforcing(*codes: str, **narrowing) -> type[HitlMachine]:

@@ -19,18 +19,18 @@ class Questions:
         reply whose calls nobody answered (a turn with several calls asks
         once per call, and the user may answer them one at a time)."""
         events = self.world.published(session)
-        requests = [e for e in events if e.get("type") in REQUEST_EVENTS]
+        requests = [(n, e) for n, e in enumerate(events) if e.get("type") in REQUEST_EVENTS]
         if not requests:
             return None
-        current = requests[-1].get("reply_id")
-        last_request = max(i for i, e in enumerate(events) if e.get("type") in REQUEST_EVENTS)
+        last_request, newest = requests[-1]
+        current = newest.get("reply_id")
         if any(
             e.get("type") == "REPLY_END" and e.get("reply_id") == current
             for e in events[last_request:]
         ):
             return None  # that reply has ended (interrupted, say): its card is gone
         decided = set(self.ledger.decisions.get(session, []))
-        for event in reversed(requests):
+        for _, event in reversed(requests):
             if event.get("reply_id") != current:
                 return None
             calls = [c["id"] for c in event.get("tool_calls", [])]
