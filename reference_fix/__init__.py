@@ -53,8 +53,8 @@ def apply() -> list[SourcePatch]:
 
 
 def remove() -> None:
-    """Undo :func:`apply`."""
-    for patch in PATCHES:
+    """Undo :func:`apply`, the last applied first."""
+    for patch in reversed(PATCHES):
         patch.remove()
 
 

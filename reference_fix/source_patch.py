@@ -6,6 +6,9 @@ runtime patch (``pytest --reference-fix``): the method's source with the
 change is compiled in its module's namespace and set on its class, so the
 two forms cannot drift apart. The replacement may define further methods
 after the patched one (they are added to the class, and removed again).
+Patches of one method stack: each applies to the method's source as the
+patches before it left it, so two fixes may change different parts of one
+method (their diffs stay separate, each against the released module).
 A patch refuses any release it was not written for, and any source that
 does not contain the exact text it replaces.
 """
@@ -24,6 +27,11 @@ class FixRefused(RuntimeError):
 
 #: Per patch name: the class's attributes it replaced (None: it added one).
 _REPLACED: dict[str, dict[str, object]] = {}
+
+#: Per patched method: its source as the patches applied so far left it,
+#: and the patch names in the order they were applied.
+_SOURCES: dict[tuple[str, str, str], str] = {}
+_STACKS: dict[tuple[str, str, str], list[str]] = {}
 
 
 @dataclass(frozen=True)
@@ -95,14 +103,15 @@ class SourcePatch:
         module = self._module()
         owner = getattr(module, self.cls)
         original = inspect.getattr_static(owner, self.method)
-        method_source = inspect.getsource(original)
+        method_source = _SOURCES.get(self._key) or inspect.getsource(original)
         if self.before not in method_source:
             raise FixRefused(f"the code the {self.name} fix replaces is not in {self.method}")
         if "super()" in method_source:
             raise FixRefused(f"{self.method} uses super(), which a replaced method cannot")
         # Compiled as the body of a stand-in class, so the method keeps its
         # indentation (dedenting would change its multi-line strings).
-        fixed = "class _Fixed:\n" + method_source.replace(self.before, self.after, 1)
+        patched = method_source.replace(self.before, self.after, 1)
+        fixed = "class _Fixed:\n" + patched
         # Keep tracebacks pointing at the right lines of the module.
         fixed = "\n" * (original.__code__.co_firstlineno - 2) + fixed
         namespace = dict(vars(module))
@@ -112,12 +121,26 @@ class SourcePatch:
         _REPLACED[self.name] = {name: owner.__dict__.get(name) for name in defined}
         for name in defined:
             setattr(owner, name, stand_in.__dict__[name])
+        _STACKS.setdefault(self._key, []).append(self.name)
+        _SOURCES[self._key] = patched
+
+    @property
+    def _key(self) -> tuple[str, str, str]:
+        return (self.module, self.cls, self.method)
 
     def remove(self) -> None:
-        """Undo :meth:`apply`."""
-        replaced = _REPLACED.pop(self.name, None)
-        if replaced is None:
+        """Undo :meth:`apply` (the last patch of its method first)."""
+        if self.name not in _REPLACED:
             return
+        stack = _STACKS[self._key]
+        if stack[-1] != self.name:
+            raise RuntimeError(f"remove {stack[-1]} before {self.name}: it patched {self.method} after it")
+        stack.pop()
+        if stack:
+            _SOURCES[self._key] = _SOURCES[self._key].replace(self.after, self.before, 1)
+        else:
+            del _SOURCES[self._key], _STACKS[self._key]
+        replaced = _REPLACED.pop(self.name)
         owner = getattr(self._module(), self.cls)
         for name, original in replaced.items():
             if original is None:

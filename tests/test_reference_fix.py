@@ -142,3 +142,34 @@ def test_a_stopped_reply_leaves_its_slow_tool_running_unless_fixed():
         )
     finally:
         stop_reaches_slow_tools.PATCH.remove()
+
+
+def _probe(name: str, before: str, after: str) -> reference_fix.SourcePatch:
+    """A throw-away patch of ``ChatService.interrupt`` on the installed release."""
+    return reference_fix.SourcePatch(
+        name=name, module="agentscope.app._service._chat", cls="ChatService", method="interrupt",
+        before=before, after=after, targets=(agentscope_under_test.version(),), covers=(), what=name,
+    )
+
+
+def test_two_patches_of_one_method_stack_and_come_off_in_reverse():
+    from agentscope.app._service._chat import ChatService
+
+    original = ChatService.interrupt
+    first = _probe("probe-first", "' not found.\")", "' is not there.\")")
+    second = _probe("probe-second", '{"session_id": session_id}', '{"session_id": session_id, "stacked": 1}')
+    first.apply()
+    try:
+        second.apply()
+        try:
+            consts = repr(ChatService.interrupt.__code__.co_consts)
+            assert "' is not there." in consts and "stacked" in consts
+            with pytest.raises(RuntimeError, match="remove probe-second before probe-first"):
+                first.remove()
+        finally:
+            second.remove()
+        consts = repr(ChatService.interrupt.__code__.co_consts)
+        assert "' is not there." in consts and "stacked" not in consts
+    finally:
+        first.remove()
+    assert ChatService.interrupt is original
