@@ -11,13 +11,16 @@ targets and the properties it makes hold there:
   loop ending on one failed bus operation (I13);
 - :mod:`reference_fix.stop_reaches_slow_tools` (2.0.7–2.0.11): a tool left
   running, unowned, when its reply is stopped inside the offload window
-  (I14).
+  (I14);
+- :mod:`reference_fix.stops_in_turn_tail` (2.0.7–2.0.11): a stop landing in
+  a run's turn tail or clean-up, which lost the stop after parking (I9),
+  what the run consumed (I5), or the parked call itself (I7).
 
 :func:`apply` applies every fix that targets the installed agentscope.
 """
 from __future__ import annotations
 
-from . import dispatcher_survival, parked_continuation, stop_reaches_slow_tools
+from . import dispatcher_survival, parked_continuation, stop_reaches_slow_tools, stops_in_turn_tail
 from .source_patch import FixRefused, SourcePatch
 
 #: Every fix, in the order they are applied.
@@ -25,6 +28,8 @@ PATCHES: tuple[SourcePatch, ...] = (
     parked_continuation.PATCH,
     dispatcher_survival.PATCH,
     stop_reaches_slow_tools.PATCH,
+    stops_in_turn_tail.PATCH,
+    stops_in_turn_tail.PATCH_WITHOUT_NAMING,
 )
 
 

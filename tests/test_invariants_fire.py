@@ -428,6 +428,12 @@ def test_I9_records_the_moment_the_user_pressed_stop():
         run_alive=True,
     )
     assert not Ledger().interrupt(reopened).has_target  # a continuation of an ended reply
+    answered_first = Ledger(decisions={"solo": ["call-1"]})
+    raced = answered_first.interrupt(at_turn_tail)  # its answer's resume is queued
+    assert raced.overtaken and not raced.has_target and raced.parked_on == ()
+    two_calls = SessionView("solo", "s", events=list(_PARKED_REPLY), awaiting_call_ids=["call-2"], run_alive=True)
+    half = answered_first.interrupt(two_calls)  # one call still waits for the user
+    assert half.parked_on == ("call-2",) and not half.overtaken and half.has_target
 
 
 def test_I9_fires_when_an_accepted_interrupt_is_lost():
