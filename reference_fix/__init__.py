@@ -39,10 +39,27 @@ def applicable() -> list[SourcePatch]:
 
 
 def refusal() -> str | None:
-    """Why no fix applies to the installed agentscope (None if one does)."""
+    """Why no fix applies to the installed agentscope, in one line (None
+    if one does)."""
     if applicable():
         return None
-    return "; ".join(p.refusal() or "" for p in PATCHES)
+    import agentscope  # pylint: disable=import-outside-toplevel
+
+    return _refusal(agentscope.__version__)
+
+
+def _refusal(version: str) -> str:
+    targeted = [p for p in PATCHES if version in p.targets]
+    if targeted:  # the release is one the fixes know, its code is not
+        return "; ".join(p.refusal() or "" for p in targeted)
+    known = sorted({t for p in PATCHES for t in p.targets}, key=_release_order)
+    return f"no reference fix was written for agentscope {version} (the fixes target {', '.join(known)})"
+
+
+def _release_order(version: str) -> tuple:
+    from packaging.version import Version  # pylint: disable=import-outside-toplevel
+
+    return (Version(version),)
 
 
 def apply() -> list[SourcePatch]:

@@ -175,3 +175,9 @@ def test_every_fix_for_the_installed_release_ships_its_diff():
         shipped = diff_path(patch, agentscope_under_test.version())
         assert shipped.is_file(), f"{shipped.name} is missing: run python -m reference_fix.diffs"
         assert shipped.read_text(encoding="utf-8") == patch.unified_diff(), f"{shipped.name} is stale"
+
+
+def test_a_release_no_fix_was_written_for_is_refused_in_one_line():
+    refusal = reference_fix._refusal("2.0.6")  # pylint: disable=protected-access
+    assert refusal.startswith("no reference fix was written for agentscope 2.0.6 (the fixes target 2.0.7, ")
+    assert refusal.endswith("2.0.11)") and "\n" not in refusal
