@@ -90,6 +90,7 @@ class Ledger:
 
     def decide(self, alias: str, tool_call_id: str) -> None:
         self.decisions.setdefault(alias, []).append(tool_call_id)
+        self.interrupts_before[tool_call_id] = len(self.interrupts_of(alias))
 
     def confirm(self, alias: str, call_id: str, note: str, confirmed: bool) -> None:
         self.confirmations.setdefault(alias, []).append((call_id, note, confirmed))
@@ -120,6 +121,15 @@ class Ledger:
         sent = replace(sent, parked_on=open_calls, overtaken=bool(sent.parked_on) and not open_calls)
         self.interrupts.append(sent)
         return sent
+
+    def answered_after(self, sent: Interrupt) -> bool:
+        """Whether the user answered every call ``sent`` stopped, after
+        pressing stop: the later answer and the stop race, and either may
+        win (the card still shows until the stop is applied)."""
+        before = next(n for n, i in enumerate(self.interrupts_of(sent.alias)) if i is sent)
+        return bool(sent.parked_on) and all(
+            self.interrupts_before.get(call, -1) > before for call in sent.parked_on
+        )
 
     def interrupts_of(self, alias: str) -> list[Interrupt]:
         return [i for i in self.interrupts if i.alias == alias]

@@ -456,6 +456,15 @@ def test_I9_fires_when_an_accepted_interrupt_is_lost():
 
 def test_I9_stays_quiet_when_the_interrupt_was_honoured_or_had_nothing_to_stop():
     ledger = Ledger(interrupts=[Interrupt("solo", mark=2, reply_id="r1", parked_on=("call-1",), run_alive=True)])
+    # the user answered the call after pressing stop: the answer may win
+    changed_mind = Ledger(interrupts=list(ledger.interrupts))
+    changed_mind.decide("solo", "call-1")
+    inv.interrupt_not_lost(_after_interrupt(_end("completed")), changed_mind)
+    # ... but an answer given before the stop does not excuse a lost stop
+    answered_first = Ledger()
+    answered_first.decide("solo", "call-1")
+    answered_first.interrupts.append(Interrupt("solo", mark=2, reply_id="r1", parked_on=("call-1",), run_alive=True))
+    _fires("I9", inv.interrupt_not_lost, _after_interrupt(_end("completed")), answered_first)
     honoured = _after_interrupt({"type": "REPLY_START", "reply_id": "r1"}, _end("interrupted"))
     inv.interrupt_not_lost(honoured, ledger)
     # not settled yet: the interrupt may still be on its way
