@@ -27,7 +27,7 @@ def register() -> None:
         "dev",
         max_examples=60,
         database=None,
-        print_blob=True,
+        print_blob=False,  # the counterexample folder is the reproduction
         **_COMMON,
     )
     settings.register_profile(
@@ -35,14 +35,14 @@ def register() -> None:
         max_examples=50,
         derandomize=True,
         database=None,
-        print_blob=True,
+        print_blob=False,  # the counterexample folder is the reproduction
         **_COMMON,
     )
     settings.register_profile(
         "thorough",
         max_examples=1500,
         database=DirectoryBasedExampleDatabase(".hypothesis/examples"),
-        print_blob=True,
+        print_blob=False,  # the counterexample folder is the reproduction
         **{**_COMMON, "stateful_step_count": 30},
     )
 

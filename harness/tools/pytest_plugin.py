@@ -165,6 +165,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.sections.append(
             ("hitl-harness counterexample", f"written to {written}/ (report.md, test_repro.py)"),
         )
+        _point_the_summary_at(report, f"{story.code} {story.title} -> {written}/ "
+                                      f"(hitl-harness replay {written})")
+
+
+def _point_the_summary_at(report: pytest.TestReport, line: str) -> None:
+    """The short test summary names the folder and the replay command
+    instead of repeating the trace (the failure's section keeps it)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        crash.message = line
 
 
 # ── verdicts ──────────────────────────────────────────────────────────
