@@ -6,6 +6,10 @@ runtime patch (``pytest --reference-fix``): the method's source with the
 change is compiled in its module's namespace and set on its class, so the
 two forms cannot drift apart. The replacement may define further methods
 after the patched one (they are added to the class, and removed again).
+A function of the module itself (``cls=None``, a route function, say) is
+changed in place: it keeps its identity and takes the patched code, so every
+name already bound to it (a web framework's route table, an ``import``
+elsewhere) runs the fix; its decorators are not applied again.
 Patches of one method stack: each applies to the method's source as the
 patches before it left it, so two fixes may change different parts of one
 method (their diffs stay separate, each against the released module).
@@ -14,6 +18,7 @@ does not contain the exact text it replaces.
 """
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
 import inspect
@@ -25,7 +30,8 @@ class FixRefused(RuntimeError):
     """The installed agentscope is not one this fix was written for."""
 
 
-#: Per patch name: the class's attributes it replaced (None: it added one).
+#: Per patch name: the class's attributes it replaced (None: it added one);
+#: for a function of the module, the code object it replaced.
 _REPLACED: dict[str, dict[str, object]] = {}
 
 #: Per patched method: its source as the patches applied so far left it,
@@ -36,11 +42,12 @@ _STACKS: dict[tuple[str, str, str], list[str]] = {}
 
 @dataclass(frozen=True)
 class SourcePatch:
-    """Replace ``before`` with ``after`` in ``module.cls.method``."""
+    """Replace ``before`` with ``after`` in ``module.cls.method`` (in
+    ``module.method`` when ``cls`` is None)."""
 
     name: str
     module: str
-    cls: str
+    cls: str | None
     method: str
     before: str
     after: str
@@ -101,16 +108,22 @@ class SourcePatch:
         if self.is_applied():
             return
         module = self._module()
-        owner = getattr(module, self.cls)
+        owner = module if self.cls is None else getattr(module, self.cls)
         original = inspect.getattr_static(owner, self.method)
         method_source = _SOURCES.get(self._key) or inspect.getsource(original)
         if self.before not in method_source:
             raise FixRefused(f"the code the {self.name} fix replaces is not in {self.method}")
         if "super()" in method_source:
             raise FixRefused(f"{self.method} uses super(), which a replaced method cannot")
+        patched = method_source.replace(self.before, self.after, 1)
+        if self.cls is None:
+            _REPLACED[self.name] = {self.method: original.__code__}
+            original.__code__ = _function_code(module, original, patched)
+            _STACKS.setdefault(self._key, []).append(self.name)
+            _SOURCES[self._key] = patched
+            return
         # Compiled as the body of a stand-in class, so the method keeps its
         # indentation (dedenting would change its multi-line strings).
-        patched = method_source.replace(self.before, self.after, 1)
         fixed = "class _Fixed:\n" + patched
         # Keep tracebacks pointing at the right lines of the module.
         fixed = "\n" * (original.__code__.co_firstlineno - 2) + fixed
@@ -141,6 +154,9 @@ class SourcePatch:
         else:
             del _SOURCES[self._key], _STACKS[self._key]
         replaced = _REPLACED.pop(self.name)
+        if self.cls is None:
+            getattr(self._module(), self.method).__code__ = replaced[self.method]
+            return
         owner = getattr(self._module(), self.cls)
         for name, original in replaced.items():
             if original is None:
@@ -165,3 +181,21 @@ class SourcePatch:
                 tofile=f"b/{self.path}",
             ),
         )
+
+
+def _function_code(module, original, source: str):
+    """The code of the module function ``original`` compiled from
+    ``source`` (its patched text) in the module's namespace, without its
+    decorators (they ran when the module was loaded: a route decorator run
+    again would register a second route)."""
+    tree = ast.parse(source)
+    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if len(tree.body) != 1 or len(functions) != 1:
+        raise FixRefused(f"a patch of the function {original.__name__} must leave one function")
+    functions[0].decorator_list = []
+    # Keep tracebacks pointing at the right lines of the module (the
+    # source starts at the first decorator, as the code object does).
+    ast.increment_lineno(tree, original.__code__.co_firstlineno - 1)
+    namespace = dict(vars(module))
+    exec(compile(tree, inspect.getsourcefile(module), "exec"), namespace)  # pylint: disable=exec-used
+    return namespace[original.__name__].__code__
