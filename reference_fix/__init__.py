@@ -11,13 +11,18 @@ targets and the properties it makes hold there:
   loop ending on one failed bus operation (I13);
 - :mod:`reference_fix.stop_reaches_slow_tools` (2.0.7–2.0.11): a tool left
   running, unowned, when its reply is stopped inside the offload window
-  (I14).
+  (I14);
+- :mod:`reference_fix.message_while_parked` (2.0.7–2.0.11): a message to a
+  session parked on a pending call, accepted and then dropped with an
+  error; the chat endpoint refuses it (409), and a run that still meets
+  one (a channel's ``message`` trigger) keeps it for the resume (I8).
+  Three patches (``ChatService.run``, the chat route, ``_run_impl``).
 
 :func:`apply` applies every fix that targets the installed agentscope.
 """
 from __future__ import annotations
 
-from . import dispatcher_survival, parked_continuation, stop_reaches_slow_tools
+from . import dispatcher_survival, message_while_parked, parked_continuation, stop_reaches_slow_tools
 from .source_patch import FixRefused, SourcePatch
 
 #: Every fix, in the order they are applied.
@@ -25,6 +30,7 @@ PATCHES: tuple[SourcePatch, ...] = (
     parked_continuation.PATCH,
     dispatcher_survival.PATCH,
     stop_reaches_slow_tools.PATCH,
+    *message_while_parked.PATCHES,
 )
 
 
