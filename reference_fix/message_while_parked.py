@@ -35,7 +35,8 @@ The fix, in two places, one for each way in:
 Three patches: ``ChatService`` gains the two helpers (added after
 :meth:`ChatService.run`), the chat route calls the first, and
 ``_run_impl`` calls the second where it already drops a parked wake-up
-(``_skip_parked_wakeup``); the run's ``finally`` is not touched.
+(``_skip_parked_wakeup``); the run's ``finally`` is not touched. The parts
+call each other, so each refuses a release where any of them would.
 :func:`unified_diff` renders the three as one diff per file.
 """
 from __future__ import annotations
@@ -54,10 +55,19 @@ COVERS = ("I8",)
 SERVICE = "agentscope.app._service._chat"
 
 
+class _Part(SourcePatch):
+    """One of the fix's patches. The parts call each other, so each
+    refuses wherever one of them does: the fix applies whole or not at
+    all."""
+
+    def refusal(self) -> str | None:
+        return next(filter(None, (SourcePatch.refusal(p) for p in PATCHES)), None)
+
+
 def _patch(part: str, cls: str | None, method: str, before: str, after: str, what: str,
            module: str = SERVICE) -> SourcePatch:
     """One of the fix's patches: all target the same releases."""
-    return SourcePatch(
+    return _Part(
         name=f"message-while-parked/{part}", module=module, cls=cls, method=method,
         before=before, after=after, targets=TARGET_RELEASES, covers=COVERS, what=what,
     )
@@ -65,8 +75,6 @@ def _patch(part: str, cls: str | None, method: str, before: str, after: str, wha
 # ── ChatService: the two helpers, added after ``run`` ─────────────────
 
 RUN_TAIL = """\
-        try:
-            await self._run_impl(user_id, session_id, agent_id, input_msg)
         except Exception as e:
             logger.exception(
                 "ChatService.run failed for user_id=%s session_id=%s "
@@ -259,7 +267,7 @@ PATCHES: tuple[SourcePatch, ...] = (HELPERS_PATCH, ENDPOINT_PATCH, RUN_PATCH)
 def unified_diff() -> str:
     """The three patches as one unified diff against the installed
     release, one section per file (the route first)."""
-    why = next((p.refusal() for p in PATCHES if p.refusal() is not None), None)
+    why = PATCHES[0].refusal()
     if why is not None:
         raise FixRefused(why)
     sections = []

@@ -52,6 +52,12 @@ def test_refuses_a_targeted_release_whose_code_is_not_what_it_expects():
             patch.check_target("2.0.8", "async def chat(): ...  # a modified checkout")
 
 
+def test_its_parts_apply_together_or_not_at_all():
+    """The route calls the service's new method, the run the other: one
+    part must not apply where another refuses."""
+    assert len({p.refusal() for p in fix.PATCHES}) == 1
+
+
 def test_on_the_installed_release_it_applies_or_refuses():
     if REFUSAL is None:
         assert VERSION in fix.TARGET_RELEASES
