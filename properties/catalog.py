@@ -11,7 +11,7 @@ code and title.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from .invariants import completion, delivery, liveness, safety
@@ -53,6 +53,9 @@ class Property:
     """Machine class attributes its search needs beyond enforcing it."""
     story_steps: int | None = None
     """Longest story its search tells, when longer than the profile's."""
+    windows: tuple[str, ...] = ()
+    """The risky windows (:mod:`properties.windows`) its stories must
+    reach for a "holds" to mean something."""
 
     @property
     def test_id(self) -> str:
@@ -143,6 +146,28 @@ PROPERTIES: tuple[Property, ...] = (
              "the chat endpoint refuses a message only while a run is in flight or a call awaits the user",
              delivery.refused_only_while_busy),
 )
+
+#: Per property, the windows its search must reach: the moments its
+#: invariant could break, from the protocol's structure (see
+#: :mod:`properties.windows`).
+WINDOWS_OF: dict[str, tuple[str, ...]] = {
+    "I1": ("payload-in-parked-tail", "inbox-check-finds-1", "resumed-turn"),
+    "I2": ("payload-in-parked-tail", "resumed-turn"),
+    "I3": ("stop-while-running", "inbox-check-finds-1", "producer-check-then-act"),
+    "I4": ("payload-in-parked-tail", "resumed-turn"),
+    "I5": ("inbox-check-finds-1", "inbox-check-finds-2+", "producer-check-then-act", "two-stops-one-run"),
+    "I6": ("dispatcher-finds-session-busy", "fault-fired"),
+    "I7": ("resumed-turn", "payload-in-parked-tail"),
+    "I8": ("message-while-parked",),
+    "I9": ("stop-while-card-shows", "stop-while-running"),
+    "I10": ("failed-reply",),
+    "I11": ("run-dies-registered", "dispatcher-finds-session-busy"),
+    "I12": ("resumed-turn", "stop-while-card-shows"),
+    "I13": ("fault-fired", "fault-in-dispatch-batch"),
+    "I14": ("stop-during-slow-tool", "job-finishes"),
+    "I15": ("message-while-busy",),
+}
+PROPERTIES = tuple(replace(p, windows=WINDOWS_OF.get(p.code, ())) for p in PROPERTIES)
 
 BY_CODE: dict[str, Property] = {p.code: p for p in PROPERTIES}
 

@@ -25,6 +25,10 @@ class Interrupt:
     and with no result published (a run that has just applied a decision
     or an interrupt has not stored that yet either)."""
     run_alive: bool = False
+    overtaken: bool = False
+    """Every call the session was parked on had been answered already: the
+    answer's resume owns the reply, and the stop races it (it may find the
+    reply done)."""
 
     @classmethod
     def seen(cls, view: SessionView) -> Interrupt:
@@ -50,6 +54,8 @@ class Interrupt:
         or a live run had a reply in progress. Otherwise (idle, or a run
         before its reply started or after it ended) the interrupt has
         nothing to end."""
+        if self.overtaken:
+            return False
         return bool(self.parked_on) or (self.run_alive and self.reply_id is not None)
 
 
@@ -85,6 +91,7 @@ class Ledger:
 
     def decide(self, alias: str, tool_call_id: str) -> None:
         self.decisions.setdefault(alias, []).append(tool_call_id)
+        self.interrupts_before[tool_call_id] = len(self.interrupts_of(alias))
 
     def confirm(self, alias: str, call_id: str, note: str, confirmed: bool) -> None:
         self.confirmations.setdefault(alias, []).append((call_id, note, confirmed))
@@ -111,9 +118,19 @@ class Ledger:
         # A call the user has already answered is the answer's to end: a
         # stop pressed after it races the resume, and may find it done.
         decided = set(self.decisions.get(view.alias, []))
-        sent = replace(sent, parked_on=tuple(c for c in sent.parked_on if c not in decided))
+        open_calls = tuple(c for c in sent.parked_on if c not in decided)
+        sent = replace(sent, parked_on=open_calls, overtaken=bool(sent.parked_on) and not open_calls)
         self.interrupts.append(sent)
         return sent
+
+    def answered_after(self, sent: Interrupt) -> bool:
+        """Whether the user answered every call ``sent`` stopped, after
+        pressing stop: the later answer and the stop race, and either may
+        win (the card still shows until the stop is applied)."""
+        before = next(n for n, i in enumerate(self.interrupts_of(sent.alias)) if i is sent)
+        return bool(sent.parked_on) and all(
+            self.interrupts_before.get(call, -1) > before for call in sent.parked_on
+        )
 
     def interrupts_of(self, alias: str) -> list[Interrupt]:
         return [i for i in self.interrupts if i.alias == alias]

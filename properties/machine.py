@@ -16,6 +16,7 @@ would still change which stories a seed draws for the others.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 from hypothesis.stateful import RuleBasedStateMachine
 
@@ -24,6 +25,7 @@ from harness.world.cast import CHIEF, LEADER, SOLO, WORKER
 from harness.world.observation import Observation
 from harness.world.world import World
 
+from . import windows
 from .catalog import BY_CODE, ON_TRANSITION, PAST_LEASES
 from .ledger import Ledger
 from .rules.agentscope_parties import AgentscopeRules
@@ -48,6 +50,10 @@ TRACE_TAIL = 40
 #: after: the property's verdict stays its own, and what else broke is
 #: said beside it).
 FOUND_ON_THE_WAY: dict = {}
+
+#: Per property searched in this process: how often its stories reached
+#: each of its windows (cleared when its test starts).
+WINDOWS_REACHED: dict[str, Counter] = {}
 
 #: The rules each flag turns on.
 OPTIONAL_RULES: dict[str, type] = {
@@ -210,7 +216,16 @@ class HitlMachine(
                     self.attach_counterexample(failure)
                     raise
         finally:
+            self._count_windows()
             self.world.close()
+
+    def _count_windows(self) -> None:
+        """Add this story's reached windows to each searched property's."""
+        story = windows.Story(tuple(self.world.interleaver.trace.entries), self.ledger, dict(self.world.sessions))
+        for code in self.checked:
+            if code in BY_CODE:
+                reached = windows.count(story, BY_CODE[code].windows)
+                WINDOWS_REACHED.setdefault(code, Counter()).update(reached)
 
     def attach_counterexample(self, failure: Exception) -> None:
         """Give ``failure`` the story that led to it (once: the innermost

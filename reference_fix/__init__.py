@@ -12,17 +12,27 @@ targets and the properties it makes hold there:
 - :mod:`reference_fix.stop_reaches_slow_tools` (2.0.7–2.0.11): a tool left
   running, unowned, when its reply is stopped inside the offload window
   (I14);
+- :mod:`reference_fix.stops_in_turn_tail` (2.0.7–2.0.11): a stop landing in
+  a run's turn tail or clean-up, which lost the stop after parking (I9),
+  what the run consumed (I5), or the parked call itself (I7);
 - :mod:`reference_fix.message_while_parked` (2.0.7–2.0.11): a message to a
   session parked on a pending call, accepted and then dropped with an
   error; the chat endpoint refuses it (409), and a run that still meets
   one (a channel's ``message`` trigger) keeps it for the resume (I8).
-  Three patches (``ChatService.run``, the chat route, ``_run_impl``).
+  Three patches that apply together (``ChatService.run``, the chat route,
+  ``_run_impl``), one diff.
 
 :func:`apply` applies every fix that targets the installed agentscope.
 """
 from __future__ import annotations
 
-from . import dispatcher_survival, message_while_parked, parked_continuation, stop_reaches_slow_tools
+from . import (
+    dispatcher_survival,
+    message_while_parked,
+    parked_continuation,
+    stop_reaches_slow_tools,
+    stops_in_turn_tail,
+)
 from .source_patch import FixRefused, SourcePatch
 
 #: Every fix, in the order they are applied.
@@ -30,6 +40,8 @@ PATCHES: tuple[SourcePatch, ...] = (
     parked_continuation.PATCH,
     dispatcher_survival.PATCH,
     stop_reaches_slow_tools.PATCH,
+    stops_in_turn_tail.PATCH,
+    stops_in_turn_tail.PATCH_WITHOUT_NAMING,
     *message_while_parked.PATCHES,
 )
 
@@ -40,10 +52,27 @@ def applicable() -> list[SourcePatch]:
 
 
 def refusal() -> str | None:
-    """Why no fix applies to the installed agentscope (None if one does)."""
+    """Why no fix applies to the installed agentscope, in one line (None
+    if one does)."""
     if applicable():
         return None
-    return "; ".join(p.refusal() or "" for p in PATCHES)
+    import agentscope  # pylint: disable=import-outside-toplevel
+
+    return _refusal(agentscope.__version__)
+
+
+def _refusal(version: str) -> str:
+    targeted = [p for p in PATCHES if version in p.targets]
+    if targeted:  # the release is one the fixes know, its code is not
+        return "; ".join(p.refusal() or "" for p in targeted)
+    known = sorted({t for p in PATCHES for t in p.targets}, key=_release_order)
+    return f"no reference fix was written for agentscope {version} (the fixes target {', '.join(known)})"
+
+
+def _release_order(version: str) -> tuple:
+    from packaging.version import Version  # pylint: disable=import-outside-toplevel
+
+    return (Version(version),)
 
 
 def apply() -> list[SourcePatch]:

@@ -36,7 +36,9 @@ Three patches: ``ChatService`` gains the two helpers (added after
 :meth:`ChatService.run`), the chat route calls the first, and
 ``_run_impl`` calls the second where it already drops a parked wake-up
 (``_skip_parked_wakeup``); the run's ``finally`` is not touched. The parts
-call each other, so each refuses a release where any of them would.
+call each other, so each refuses a release where any of them would; they
+share the fix's name, and its diff (``patches/agentscope-<release>-
+message-while-parked.diff``) holds all three.
 :func:`unified_diff` renders the three as one diff per file.
 """
 from __future__ import annotations
@@ -57,18 +59,21 @@ SERVICE = "agentscope.app._service._chat"
 
 class _Part(SourcePatch):
     """One of the fix's patches. The parts call each other, so each
-    refuses wherever one of them does: the fix applies whole or not at
-    all."""
+    refuses wherever one of them does (the fix applies whole or not at
+    all), and each gives the whole fix's diff as its upstream form."""
 
     def refusal(self) -> str | None:
         return next(filter(None, (SourcePatch.refusal(p) for p in PATCHES)), None)
 
+    def unified_diff(self) -> str:
+        return unified_diff()
 
-def _patch(part: str, cls: str | None, method: str, before: str, after: str, what: str,
+
+def _patch(cls: str | None, method: str, before: str, after: str, what: str,
            module: str = SERVICE) -> SourcePatch:
-    """One of the fix's patches: all target the same releases."""
+    """One of the fix's patches: all share its name and releases."""
     return _Part(
-        name=f"message-while-parked/{part}", module=module, cls=cls, method=method,
+        name="message-while-parked", module=module, cls=cls, method=method,
         before=before, after=after, targets=TARGET_RELEASES, covers=COVERS, what=what,
     )
 
@@ -193,7 +198,7 @@ HELPERS = RUN_TAIL + '''
 '''
 
 HELPERS_PATCH = _patch(
-    "helpers", "ChatService", "run", RUN_TAIL, HELPERS,
+    "ChatService", "run", RUN_TAIL, HELPERS,
     "ChatService learns to count a session's awaiting calls and to keep a message for the resume",
 )
 
@@ -234,7 +239,7 @@ REFUSE_THEN_SPAWN = """\
 """ + SPAWN
 
 ENDPOINT_PATCH = _patch(
-    "endpoint", None, "chat", SPAWN, REFUSE_THEN_SPAWN,
+    None, "chat", SPAWN, REFUSE_THEN_SPAWN,
     "the chat endpoint answers 409 to a message while the session is parked on a call",
     module="agentscope.app._router._chat",
 )
@@ -256,7 +261,7 @@ SKIP_OR_KEEP = SKIP + """\
 """
 
 RUN_PATCH = _patch(
-    "run", "ChatService", "_run_impl", SKIP, SKIP_OR_KEEP,
+    "ChatService", "_run_impl", SKIP, SKIP_OR_KEEP,
     "a run that finds its agent parked keeps its message in the inbox for the resume",
 )
 
@@ -276,7 +281,7 @@ def unified_diff() -> str:
         _, before = mine[0]._installed_source()  # pylint: disable=protected-access
         after = before
         for patch in mine:
-            after = after.replace(patch.before, patch.after, 1)
+            after = patch._edit(after)  # pylint: disable=protected-access
         sections.append("".join(difflib.unified_diff(
             before.splitlines(keepends=True),
             after.splitlines(keepends=True),

@@ -1,6 +1,6 @@
 """One textual change to one agentscope method, in two forms.
 
-A :class:`SourcePatch` replaces an exact piece of a method's source. The
+A :class:`SourcePatch` replaces exact pieces of a method's source. The
 same text gives the unified diff (for an upstream pull request) and the
 runtime patch (``pytest --reference-fix``): the method's source with the
 change is compiled in its module's namespace and set on its class, so the
@@ -30,20 +30,23 @@ class FixRefused(RuntimeError):
     """The installed agentscope is not one this fix was written for."""
 
 
-#: Per patch name: the class's attributes it replaced (None: it added one);
-#: for a function of the module, the code object it replaced.
-_REPLACED: dict[str, dict[str, object]] = {}
+#: Per patch applied: the class's attributes it replaced (None: it added
+#: one); for a function of the module, the code object it replaced. Keyed
+#: by the patch, so variants of one fix for different releases may share
+#: its name.
+_REPLACED: dict["SourcePatch", dict[str, object]] = {}
 
 #: Per patched method: its source as the patches applied so far left it,
-#: and the patch names in the order they were applied.
+#: and the patches in the order they were applied.
 _SOURCES: dict[tuple[str, str, str], str] = {}
-_STACKS: dict[tuple[str, str, str], list[str]] = {}
+_STACKS: dict[tuple[str, str, str], list["SourcePatch"]] = {}
 
 
 @dataclass(frozen=True)
 class SourcePatch:
     """Replace ``before`` with ``after`` in ``module.cls.method`` (in
-    ``module.method`` when ``cls`` is None)."""
+    ``module.method`` when ``cls`` is None), and each further ``(before,
+    after)`` pair of ``more``, in order."""
 
     name: str
     module: str
@@ -54,6 +57,22 @@ class SourcePatch:
     targets: tuple[str, ...]
     covers: tuple[str, ...]
     what: str  # one line: what the fix does
+    more: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def edits(self) -> tuple[tuple[str, str], ...]:
+        """Every ``(before, after)`` pair, the first one first."""
+        return ((self.before, self.after), *self.more)
+
+    def _edit(self, source: str) -> str:
+        for before, after in self.edits:
+            source = source.replace(before, after, 1)
+        return source
+
+    def _unedit(self, source: str) -> str:
+        for before, after in reversed(self.edits):
+            source = source.replace(after, before, 1)
+        return source
 
     # ── where it applies ──────────────────────────────────────────────
 
@@ -65,7 +84,7 @@ class SourcePatch:
                 f"the {self.name} fix targets agentscope {', '.join(self.targets)};"
                 f" this agentscope is {version}.",
             )
-        if self.before not in source:
+        if any(before not in source for before, _ in self.edits):
             raise FixRefused(
                 f"agentscope {version}'s {self.path} does not contain the code "
                 f"the {self.name} fix replaces (a modified checkout?)",
@@ -98,7 +117,7 @@ class SourcePatch:
     # ── the runtime form ──────────────────────────────────────────────
 
     def is_applied(self) -> bool:
-        return self.name in _REPLACED
+        return self in _REPLACED
 
     def apply(self) -> None:
         """Patch the class in this process (refuses as :meth:`refusal`)."""
@@ -111,15 +130,15 @@ class SourcePatch:
         owner = module if self.cls is None else getattr(module, self.cls)
         original = inspect.getattr_static(owner, self.method)
         method_source = _SOURCES.get(self._key) or inspect.getsource(original)
-        if self.before not in method_source:
+        if any(before not in method_source for before, _ in self.edits):
             raise FixRefused(f"the code the {self.name} fix replaces is not in {self.method}")
         if "super()" in method_source:
             raise FixRefused(f"{self.method} uses super(), which a replaced method cannot")
-        patched = method_source.replace(self.before, self.after, 1)
+        patched = self._edit(method_source)
         if self.cls is None:
-            _REPLACED[self.name] = {self.method: original.__code__}
+            _REPLACED[self] = {self.method: original.__code__}
             original.__code__ = _function_code(module, original, patched)
-            _STACKS.setdefault(self._key, []).append(self.name)
+            _STACKS.setdefault(self._key, []).append(self)
             _SOURCES[self._key] = patched
             return
         # Compiled as the body of a stand-in class, so the method keeps its
@@ -131,10 +150,10 @@ class SourcePatch:
         exec(compile(fixed, inspect.getsourcefile(module), "exec"), namespace)  # pylint: disable=exec-used
         stand_in = namespace["_Fixed"]
         defined = [name for name, value in vars(stand_in).items() if inspect.isfunction(value)]
-        _REPLACED[self.name] = {name: owner.__dict__.get(name) for name in defined}
+        _REPLACED[self] = {name: owner.__dict__.get(name) for name in defined}
         for name in defined:
             setattr(owner, name, stand_in.__dict__[name])
-        _STACKS.setdefault(self._key, []).append(self.name)
+        _STACKS.setdefault(self._key, []).append(self)
         _SOURCES[self._key] = patched
 
     @property
@@ -143,17 +162,17 @@ class SourcePatch:
 
     def remove(self) -> None:
         """Undo :meth:`apply` (the last patch of its method first)."""
-        if self.name not in _REPLACED:
+        if self not in _REPLACED:
             return
         stack = _STACKS[self._key]
-        if stack[-1] != self.name:
-            raise RuntimeError(f"remove {stack[-1]} before {self.name}: it patched {self.method} after it")
+        if stack[-1] is not self:
+            raise RuntimeError(f"remove {stack[-1].name} before {self.name}: it patched {self.method} after it")
         stack.pop()
         if stack:
-            _SOURCES[self._key] = _SOURCES[self._key].replace(self.after, self.before, 1)
+            _SOURCES[self._key] = self._unedit(_SOURCES[self._key])
         else:
             del _SOURCES[self._key], _STACKS[self._key]
-        replaced = _REPLACED.pop(self.name)
+        replaced = _REPLACED.pop(self)
         if self.cls is None:
             getattr(self._module(), self.method).__code__ = replaced[self.method]
             return
@@ -172,7 +191,7 @@ class SourcePatch:
         if why is not None:
             raise FixRefused(why)
         _, before = self._installed_source()
-        after = before.replace(self.before, self.after, 1)
+        after = self._edit(before)
         return "".join(
             difflib.unified_diff(
                 before.splitlines(keepends=True),

@@ -59,7 +59,8 @@ class TestOnAReleaseWithTheBug:
     def test_the_report_reads_as_a_bug_report(self, written):
         report = (written / "report.md").read_text(encoding="utf-8")
         assert f"agentscope {agentscope_under_test.version()}" in report
-        assert agentscope_under_test.path() in report
+        assert agentscope_under_test.path() not in report  # versions, never the finder's paths
+        assert "imported from an installed distribution" in report
         assert "a reply ends with ERROR only when a rule injected a fault" in report
         assert "1. The user sends leader a message" in report
         assert "2. A team member delivers a message to leader's inbox" in report
@@ -167,7 +168,7 @@ def test_a_story_from_a_newer_harness_is_refused_not_misread(tmp_path, capsys):
     assert "story format 99" in capsys.readouterr().out
 
 
-def test_a_step_that_no_longer_applies_stops_the_replay_loudly():
+def test_a_step_that_no_longer_applies_ends_or_stops_the_replay_loudly():
     from properties.rules.story_rule import StepDoesNotApply
 
     story = Counterexample(**{
@@ -178,9 +179,13 @@ def test_a_step_that_no_longer_applies_stops_the_replay_loudly():
             Step("run_continues", {"session": "leader"}),  # no run is left
         ],
     })
-    failure = replay(story)
-    assert isinstance(failure, StepDoesNotApply)
-    assert str(failure) == "step 3: rule run_continues does not apply: its precondition is false"
+    from properties.story.playback import StoryEndedEarly
+
+    # The rule exists but agentscope did not reach the state it needs (as on
+    # a release that fixes the bug earlier in the story): the story ends
+    # there, settled and checked, with a warning naming the step.
+    with pytest.warns(StoryEndedEarly, match="step 3: rule run_continues does not apply: its precondition is false"):
+        assert replay(story) is None
     unknown = Counterexample(**{**REPORT_STORY.__dict__, "steps": [Step("user_dances")]})
     assert str(replay(unknown)) == (
         "step 1: rule user_dances does not apply: no such rule on this story's machine"

@@ -60,3 +60,42 @@ def test_a_background_job_story_replays_identically():
     assert "registry_set   agentscope:bg_tasks:solo#job1" in first
     assert "_deliver_when_done" in first and "wake-run:solo" in first
     assert first == play_a_background_job_story()
+
+
+def _search_in_a_process(tmp_path, name: str) -> tuple[dict, dict[str, bytes]]:
+    """Run I1's search (the `ci` profile) in a fresh process: its verdicts,
+    and the bytes of every file of every folder it wrote."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path / name
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "properties", "-k", "I1-", "-q", "-p", "no:cacheprovider",
+         "--counterexamples", str(out / "cx"), "--verdicts-json", str(out / "verdicts.json")],
+        env={**os.environ, "CI": "1"}, cwd=os.path.dirname(os.path.dirname(__file__)),
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    verdicts = json.loads((out / "verdicts.json").read_text(encoding="utf-8"))["verdicts"]
+    files = {
+        str(p.relative_to(out / "cx")): p.read_bytes()
+        for p in sorted((out / "cx").rglob("*")) if p.is_file()
+    } if (out / "cx").exists() else {}
+    for entry in verdicts.values():  # the folder's parent differs by run, its name must not
+        entry["counterexample"] = entry["counterexample"] and os.path.basename(entry["counterexample"])
+        entry["also_found"] = {c: os.path.basename(f) for c, f in entry["also_found"].items()}
+        # Which windows were reached must agree; how often may differ by a
+        # story (Hypothesis does not always run the same number of shrink
+        # attempts), which the verdict's counts show.
+        entry["windows"] = sorted(w for w, n in entry["windows"].items() if n)
+    return verdicts, files
+
+
+def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp_path):
+    first = _search_in_a_process(tmp_path, "one")
+    second = _search_in_a_process(tmp_path, "two")
+    assert first[0] and first[0] == second[0], "verdicts, windows reached and folder names"
+    assert first[1].keys() == second[1].keys()
+    for name, data in first[1].items():
+        assert data == second[1][name], f"{name} differs between the two runs"

@@ -17,26 +17,33 @@ import reference_fix
 from harness.world import agentscope_under_test
 from properties.machine import machine_enforcing
 from reference_fix import message_while_parked as fix
+from reference_fix.diffs import diff_path
 
-DIFF = Path(__file__).resolve().parent.parent / "patches" / "agentscope-2.0.8-message-while-parked.diff"
+SHIPPED = [diff_path(fix.PATCHES[0], release) for release in ("2.0.7", "2.0.8", "2.0.9", "2.0.10", "2.0.11")]
 VERSION = agentscope_under_test.version()
 REFUSAL = next((p.refusal() for p in fix.PATCHES if p.refusal() is not None), None)
 needs_target = pytest.mark.skipif(REFUSAL is not None, reason=str(REFUSAL))
 
 
-def _diff_lines(sign: str) -> list[str]:
-    lines = DIFF.read_text(encoding="utf-8").splitlines()
+def _diff_lines(diff: Path, sign: str) -> list[str]:
+    lines = diff.read_text(encoding="utf-8").splitlines()
     return [line[1:] for line in lines if line.startswith(sign) and not line.startswith(sign * 3)]
 
 
-def test_the_diff_adds_exactly_what_the_patches_add():
-    """On every release: the diff only adds lines, and they are the lines
-    the runtime patches add (the exact file is checked on 2.0.8 below)."""
-    assert _diff_lines("-") == []
+@pytest.mark.parametrize("diff", SHIPPED, ids=lambda d: d.name)
+def test_each_shipped_diff_adds_exactly_what_the_patches_add(diff: Path):
+    """One diff per release holds the three parts: it only adds lines, and
+    they are the lines the runtime patches add (the diff of the installed
+    release is held equal to the runtime change, byte for byte, by
+    ``test_every_fix_for_the_installed_release_ships_its_diff``)."""
+    assert _diff_lines(diff, "-") == []
     added = Counter()
     for patch in fix.PATCHES:
         added += Counter(patch.after.splitlines()) - Counter(patch.before.splitlines())
-    assert Counter(_diff_lines("+")) == added
+    assert Counter(_diff_lines(diff, "+")) == added
+    assert [l for l in diff.read_text(encoding="utf-8").splitlines() if l.startswith("+++")] == [
+        "+++ b/src/agentscope/app/_router/_chat.py", "+++ b/src/agentscope/app/_service/_chat.py",
+    ]
 
 
 @pytest.mark.parametrize("release", ["2.0.6", "2.0.12"])
@@ -145,8 +152,7 @@ def test_the_route_function_is_patched_in_place_and_restored():
         assert route.chat.__code__.co_filename == code.co_filename  # tracebacks name the module
         assert len(route.chat_router.routes) == routes, "the route decorator is not run again"
         assert hasattr(ChatService, "awaiting_tool_calls") and hasattr(ChatService, "_keep_message_while_parked")
-        if VERSION == "2.0.8":
-            assert fix.unified_diff().strip() == DIFF.read_text(encoding="utf-8").strip()
+        assert {p.unified_diff() for p in fix.PATCHES} == {fix.unified_diff()}, "one diff for the three"
     assert route.chat.__code__ is code
     assert not hasattr(ChatService, "awaiting_tool_calls")
     assert "_keep_message_while_parked" not in ChatService._run_impl.__code__.co_names

@@ -434,6 +434,12 @@ def test_I9_records_the_moment_the_user_pressed_stop():
         run_alive=True,
     )
     assert not Ledger().interrupt(reopened).has_target  # a continuation of an ended reply
+    answered_first = Ledger(decisions={"solo": ["call-1"]})
+    raced = answered_first.interrupt(at_turn_tail)  # its answer's resume is queued
+    assert raced.overtaken and not raced.has_target and raced.parked_on == ()
+    two_calls = SessionView("solo", "s", events=list(_PARKED_REPLY), awaiting_call_ids=["call-2"], run_alive=True)
+    half = answered_first.interrupt(two_calls)  # one call still waits for the user
+    assert half.parked_on == ("call-2",) and not half.overtaken and half.has_target
 
 
 def test_I9_fires_when_an_accepted_interrupt_is_lost():
@@ -456,6 +462,15 @@ def test_I9_fires_when_an_accepted_interrupt_is_lost():
 
 def test_I9_stays_quiet_when_the_interrupt_was_honoured_or_had_nothing_to_stop():
     ledger = Ledger(interrupts=[Interrupt("solo", mark=2, reply_id="r1", parked_on=("call-1",), run_alive=True)])
+    # the user answered the call after pressing stop: the answer may win
+    changed_mind = Ledger(interrupts=list(ledger.interrupts))
+    changed_mind.decide("solo", "call-1")
+    inv.interrupt_not_lost(_after_interrupt(_end("completed")), changed_mind)
+    # ... but an answer given before the stop does not excuse a lost stop
+    answered_first = Ledger()
+    answered_first.decide("solo", "call-1")
+    answered_first.interrupts.append(Interrupt("solo", mark=2, reply_id="r1", parked_on=("call-1",), run_alive=True))
+    _fires("I9", inv.interrupt_not_lost, _after_interrupt(_end("completed")), answered_first)
     honoured = _after_interrupt({"type": "REPLY_START", "reply_id": "r1"}, _end("interrupted"))
     inv.interrupt_not_lost(honoured, ledger)
     # not settled yet: the interrupt may still be on its way

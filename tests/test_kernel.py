@@ -267,6 +267,25 @@ def test_an_injected_fault_fails_the_next_matching_operation_only(kernel):
     assert record.task.result() == ("failed", [])
 
 
+def test_a_cancel_landing_in_a_call_loses_only_the_reply(kernel):
+    """On Redis the request is written before the caller first waits: a
+    task cancelled while held at a call has it applied all the same."""
+    fake, bus = _bus(kernel)
+
+    async def drains():
+        await bus.queue_push("q", {"hint": "one"})
+        await bus.queue_drain("q")
+
+    record = kernel.spawn(drains(), "drains")
+    kernel.advance(record)  # the push
+    assert str(record.pending) == "queue_drain q"
+    record.task.cancel()
+    kernel.settle()
+    assert record.task.cancelled()
+    assert fake.peek_queue("q") == []  # drained: the server applied it
+    assert kernel.trace.entries[-1].detail == "APPLIED, then CANCELLED (the reply is lost)"
+
+
 def test_a_bus_the_harness_cannot_inspect_is_refused():
     assert isinstance(VirtualRedisBus(lambda: 0.0), BusInspector)
     with pytest.raises(TypeError, match="cannot be inspected.*peek_queue"):

@@ -103,7 +103,15 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         call: Callable,
         describe: Callable = lambda result: "",
     ):
-        await self._interleaver.switch_point(Op(name, key))
+        try:
+            await self._interleaver.switch_point(Op(name, key))
+        except asyncio.CancelledError:
+            # A call is one round trip: the request was written before the
+            # caller first waited, so a cancel landing here loses only the
+            # reply. The server still applies it.
+            await call()
+            self._interleaver.record(name, key, "APPLIED, then CANCELLED (the reply is lost)")
+            raise
         armed = next((f for f in self._faults if f[0] == Op(name, key)), None)
         if armed is not None:
             self._faults.remove(armed)

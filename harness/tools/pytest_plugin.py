@@ -88,7 +88,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     import reference_fix  # pylint: disable=import-outside-toplevel
 
     fix = (
-        "ON (" + ", ".join(p.name for p in reference_fix.applied()) + ")"
+        "ON (" + ", ".join(dict.fromkeys(p.name for p in reference_fix.applied())) + ")"
         if reference_fix.is_applied()
         else "off"
     )
@@ -121,9 +121,10 @@ def _property_of(item: pytest.Item):
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A property test starts with nothing found on the way."""
     if _property_of(item) is not None:
-        from properties.machine import FOUND_ON_THE_WAY  # pylint: disable=import-outside-toplevel
+        from properties.machine import FOUND_ON_THE_WAY, WINDOWS_REACHED  # pylint: disable=import-outside-toplevel
 
         FOUND_ON_THE_WAY.clear()
+        WINDOWS_REACHED.clear()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -144,8 +145,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     parent = Path(item.config.getoption("--counterexamples"))
     if prop is not None:
         from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
-        from properties.machine import FOUND_ON_THE_WAY  # pylint: disable=import-outside-toplevel
+        from properties.machine import FOUND_ON_THE_WAY, WINDOWS_REACHED  # pylint: disable=import-outside-toplevel
 
+        reached = WINDOWS_REACHED.get(prop.code, {})
+        report.user_properties.append(("windows", {w: reached.get(w, 0) for w in prop.windows}))
         for code in sorted(FOUND_ON_THE_WAY, key=code_order):
             written = folder.write(FOUND_ON_THE_WAY[code], parent)
             report.user_properties.append(("found_on_the_way", (code, str(written))))
@@ -189,11 +192,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             verdict = "crash"  # a step raised what no rule injected
         folders = [v for k, v in report.user_properties if k == "counterexample"]
         also = dict(v for k, v in report.user_properties if k == "found_on_the_way")
+        reached = next((v for k, v in report.user_properties if k == "windows"), {})
         _VERDICTS[code] = {
             "title": slug,
             "verdict": verdict,
             "counterexample": folders[0] if folders else None,
             "also_found": also,
+            "windows": reached,
         }
         if _SAY_VERDICTS:
             where = f" {folders[0]}" if folders else ""
@@ -218,6 +223,8 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.line(
             f"  {entry['verdict']:<9} {code} {entry['title']}{where}",
         )
+        if entry["windows"]:
+            terminalreporter.line(f"            {_windows_line(entry)}")
         for other, written in entry["also_found"].items():
             terminalreporter.line(f"            its search also found {other} -> {written}")
     target = config.getoption("--verdicts-json")
@@ -236,6 +243,16 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
             + "\n",
             encoding="utf-8",
         )
+
+
+def _windows_line(entry: dict) -> str:
+    """``reached: w ×3, v ×1`` or ``unreached: u (reached: w ×3)``."""
+    counts = entry["windows"]
+    reached = ", ".join(f"{w} ×{n}" for w, n in counts.items() if n)
+    unreached = [w for w, n in counts.items() if not n]
+    if unreached:
+        return f"unreached: {', '.join(unreached)}" + (f" (reached: {reached})" if reached else "")
+    return f"reached: {reached}"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

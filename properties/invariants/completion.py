@@ -48,7 +48,8 @@ def interrupt_not_lost(obs: Observation, ledger: Ledger) -> None:
     was parked or had a reply in progress has ended that reply: the session
     no longer awaits the calls it was parked on, and a ReplyEnd(INTERRUPTED)
     of that reply was published after the interrupt. An interrupt with no
-    reply to end (an idle session) may do nothing.
+    reply to end (an idle session) may do nothing, and one whose calls the
+    user answered afterwards races that answer.
 
     Protects the user's stop button: an interrupt agentscope accepted (HTTP
     202) must not be silently dropped."""
@@ -56,7 +57,7 @@ def interrupt_not_lost(obs: Observation, ledger: Ledger) -> None:
         return
     for sent in ledger.interrupts:
         view = obs.sessions.get(sent.alias)
-        if view is None or not sent.has_target:
+        if view is None or not sent.has_target or ledger.answered_after(sent):
             continue
         stuck = [c for c in sent.parked_on if c in view.awaiting_call_ids]
         ends = view.reply_ends(sent.mark)

@@ -31,6 +31,25 @@ class StepDoesNotApply(Exception):
     """A recorded step cannot be played in the world as it now is."""
 
 
+class Refusal(str):
+    """Why a step cannot be played; ``diverged`` when the reason is the
+    world's state (agentscope went another way), not the story's text."""
+
+    diverged: bool = False
+
+    @classmethod
+    def by_world(cls, reason: str) -> Refusal:
+        refusal = cls(reason)
+        refusal.diverged = True
+        return refusal
+
+
+class StoryDiverged(StepDoesNotApply):
+    """A recorded step's rule exists, but agentscope did not reach the state
+    it needs (a fixed release stops a job the story later finishes): the
+    story cannot go on the way it failed."""
+
+
 @dataclass(frozen=True)
 class Where:
     """A session for which the machine's question ``question`` holds (with
@@ -54,9 +73,9 @@ class Where:
         if value not in machine.cast:
             return f"{value!r} is not in the story's cast {list(machine.cast)}"
         if self.opened and value not in machine.world.sessions:
-            return f"{value} has no session"
+            return Refusal.by_world(f"{value} has no session")
         if not getattr(machine, self.question)(value):
-            return f"{self.question.lstrip('_')}({value!r}) is false"
+            return Refusal.by_world(f"{self.question.lstrip('_')}({value!r}) is false")
         return None
 
 
@@ -96,7 +115,7 @@ class Movable:
     def refusal(self, machine, value) -> str | None:
         movable = machine.world.movable_tasks()
         if value not in movable:
-            return f"task {value!r} cannot move (movable: {movable})"
+            return Refusal.by_world(f"task {value!r} cannot move (movable: {movable})")
         return None
 
 
@@ -112,7 +131,7 @@ class RuleSpec:
     def refusal(self, machine, arguments: dict) -> str | None:
         """Why this step cannot be played now, or ``None``."""
         if self.when is not None and not self.when(machine):
-            return "its precondition is false"
+            return Refusal.by_world("its precondition is false")
         for name, kind in self.arguments.items():
             if name not in arguments:
                 return f"argument {name!r} is missing"
@@ -149,9 +168,8 @@ def story_rule(*, says: Callable[..., str], when: Callable | None = None, **argu
             if self.playing_back:
                 reason = spec.refusal(self, given)
                 if reason is not None:
-                    raise StepDoesNotApply(
-                        f"step {len(self.steps) + 1}: rule {spec.name} does not apply: {reason}",
-                    )
+                    kind = StoryDiverged if getattr(reason, "diverged", False) else StepDoesNotApply
+                    raise kind(f"step {len(self.steps) + 1}: rule {spec.name} does not apply: {reason}")
             self.steps.append(Step(body.__name__, given))
             try:
                 body(self, **given)

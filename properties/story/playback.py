@@ -4,17 +4,21 @@
 machine configured as the one that failed, the recorded steps called in
 order as plain methods, and the same checks after each step. The world is
 deterministic, so the same steps on the same agentscope fail the same way
-with the same trace. A step that no longer applies (its rule is unknown,
-its precondition false, its session gone) stops the story with
+with the same trace. A step whose rule is unknown stops the story with
 :class:`~properties.rules.story_rule.StepDoesNotApply`, naming the step.
+A step whose rule exists but cannot apply (its precondition false, its
+session gone) means agentscope did not reach the state the story needs, as
+on a release that fixes the bug early in the story: the story ends there
+(settled and checked like any other), with a warning naming the step.
 """
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 
 from ..machine import HitlMachine, machine_enforcing
-from ..rules.story_rule import RULES, StepDoesNotApply
+from ..rules.story_rule import RULES, StepDoesNotApply, StoryDiverged
 from .record import Counterexample
 
 
@@ -38,10 +42,16 @@ def playing(enforcing, **narrowing) -> Iterator[HitlMachine]:
     machine = story_machine(enforcing, **narrowing)
     try:
         yield machine
+    except StoryDiverged as diverged:
+        warnings.warn(StoryEndedEarly(f"the story ended early: {diverged}"), stacklevel=3)
     except BaseException:
         machine.world.close()
         raise
     machine.teardown()
+
+
+class StoryEndedEarly(UserWarning):
+    """A played-back story could not go on the way it failed."""
 
 
 def replay(counterexample: Counterexample) -> BaseException | None:

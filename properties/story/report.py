@@ -2,6 +2,8 @@
 without running anything."""
 from __future__ import annotations
 
+from .diagram import sequence_diagram
+from .environment import environment_lines
 from .narration import narrate
 from .record import Counterexample
 
@@ -27,9 +29,12 @@ def render_report(self: Counterexample) -> str:
         for session, kinds in self.events.items()
     )
     world, jobs, streaming = _world_in_words(self)
+    environment = "\n".join(environment_lines(self.agentscope_version, self.agentscope_path, fix))
+    headline = self.failure.strip().splitlines()[0] if self.failure.strip() else self.code
+    picture = sequence_diagram(self.trace, headline)
     return f"""# agentscope {self.agentscope_version}: {self.code} violated — {self.title}
 
-- **agentscope under test:** {self.agentscope_version}, imported from `{self.agentscope_path}`{fix}
+{environment}
 - **Property {self.code}:** {self.statement}
 - **Found by:** agentscope-hitl-harness, a property-based test of agentscope's
   human-in-the-loop runs; Hypothesis shrank the failing story to the {len(self.steps)} steps below.
@@ -41,6 +46,15 @@ The check failed at step {len(self.steps)}:
 
 ```
 {self.failure.strip()}
+```
+
+## The race, as a picture
+
+Who touched the bus, in order, for the operations that matter to the inbox
+hand-off (the full timeline is at the end):
+
+```mermaid
+{picture}
 ```
 
 ## Steps to reproduce

@@ -69,8 +69,12 @@ consequence is real on both releases: the registration dangles only until
 the next run, the payload is not lost, but the user's confirmed call is
 dropped with an error reply.
 
+With the reference fix (``--with-fix``) the stop ends the parked reply
+(the stored call is closed as interrupted), so the later confirmation is
+stale and the call rightly does not run.
+
 Exit codes: 1 if, in A or B, the window was hit and the confirmed call never
-runs, or a reply after the confirmation ends ``ERROR``, or the consumer
+runs although the stop did not end its reply (or runs although it did), or a reply after the confirmation ends ``ERROR``, or the consumer
 registration dangles at the end, or the payload is in neither the stored
 context nor the inbox; 0 if the window was hit and none of these; 2 if the
 window was missed in both (the cancel did not land in the held call).
@@ -106,6 +110,7 @@ class Hold:
         self.answered = asyncio.Event()
         self.held = asyncio.Event()
         self.cancel_landed = False
+        self.answered_while_held = False
 
     async def wait(self) -> None:
         self.held.set()
@@ -116,6 +121,17 @@ class Hold:
         except asyncio.CancelledError:
             self.cancel_landed = True
             raise
+
+    def answer(self) -> None:
+        """The stop has been answered: release the call."""
+        self.answered_while_held = self.held.is_set() and not self.answered.is_set()
+        self.answered.set()
+
+    def stop_met(self) -> bool:
+        """The stop reached the run while this call was pending: its cancel
+        landed in the call, or (where the clean-up is shielded, as with the
+        reference fix) the stop was answered while the call was held."""
+        return self.cancel_landed or self.answered_while_held
 
 
 class CleanupHoldBus(InMemoryMessageBus):
@@ -206,9 +222,19 @@ class Outcome:
     def lost(self) -> bool:
         return not self.end["stored"] and not any(self.payload in p for p in self.end["inbox"])
 
+    @property
+    def stop_ended_the_reply(self) -> bool:
+        """The stop closed the parked call before the confirmation (what
+        the reference fix does): the card is stale, the call must not run."""
+        calls = self.after_stop["calls"]
+        return bool(calls) and all(c.endswith(":finished") for c in calls)
+
     def problems(self) -> list[str]:
         out = []
-        if not self.gated_ran:
+        if self.stop_ended_the_reply:
+            if self.gated_ran:
+                out.append("the call ran although the stop had ended its reply")
+        elif not self.gated_ran:
             out.append("the confirmed GatedAction call never ran")
         if self.errors:
             out.append(f"the resume ended {self.errors}")
@@ -219,7 +245,7 @@ class Outcome:
         return out
 
     def report(self) -> None:
-        say(f"   stop: {self.stop}; cancel landed in the held clean-up call: {self.window_hit}")
+        say(f"   stop: {self.stop}; met the held clean-up call (its cancel landed there, or, with the fix, it was answered while the call was held): {self.window_hit}")
         say(f"   the run from the card on: {self.calls or 'nothing'}")
         a = self.after_stop
         say(f"   after the stop: registration {_reg(a['registered'])}; inbox: "
@@ -284,7 +310,7 @@ async def story(app: App, mode: str | None, number: int) -> Outcome:
         await bus.hold.held.wait()
         status = await app.press_stop(agent, session)
         stop.append(f"HTTP {status}")
-        bus.hold.answered.set()
+        bus.hold.answer()
 
     app.book.while_answering = model_answers_after
     member = asyncio.create_task(team_member())
@@ -318,7 +344,7 @@ async def story(app: App, mode: str | None, number: int) -> Outcome:
     await app.settle()
     return Outcome(
         stop=stop[0] if stop else "not pressed",
-        window_hit=bus.hold.cancel_landed,
+        window_hit=bus.hold.stop_met(),
         calls=list(bus.calls),
         after_stop=after_stop,
         confirm=f"post chat {status}; confirmation {confirm}",
@@ -357,10 +383,14 @@ async def main() -> int:
         say(f"CONFIRMED on agentscope {VERSION} ({name}): " + "; ".join(o.problems()))
     if bad:
         return 1
-    say(f"not reproduced on agentscope {VERSION}: the stop landed in the clean-up "
-        "and the confirmation still ran the call")
+    say(f"not reproduced on agentscope {VERSION}: the stop met the clean-up, and "
+        "either it ended the parked reply or the confirmation still ran the call")
     return 0
 
 
 if __name__ == "__main__":
+    if "--with-fix" in sys.argv:  # with the reference fixes, exit 0 is expected
+        import reference_fix
+
+        print("reference fixes applied:", ", ".join(p.name for p in reference_fix.apply()))
     sys.exit(asyncio.run(main()))

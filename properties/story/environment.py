@@ -1,0 +1,50 @@
+"""What a report says about where it was found: versions, never paths.
+
+A maintainer needs agentscope's version, Python's, Hypothesis's, and the
+harness's version and commit to reproduce a report; an absolute path on
+the finder's machine helps nobody and leaks its layout.
+"""
+from __future__ import annotations
+
+import functools
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import hypothesis
+
+
+@functools.cache
+def harness_build() -> str:
+    """``0.1.0 (commit 1a2b3c4)``, or without a commit outside a checkout."""
+    try:
+        version = metadata.version("agentscope-hitl-harness")
+    except metadata.PackageNotFoundError:
+        version = "unknown version"
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True, text=True, check=True, timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return version
+    return f"{version} (commit {commit})"
+
+
+def where_agentscope_came_from(path: str) -> str:
+    """An installed distribution or a source checkout, without the path."""
+    if "site-packages" in path or "dist-packages" in path:
+        return "an installed distribution"
+    return "a source checkout"
+
+
+def environment_lines(agentscope_version: str, agentscope_path: str, fix: str) -> list[str]:
+    """The report's environment, one bullet each."""
+    return [
+        f"- **agentscope under test:** {agentscope_version}, imported from "
+        f"{where_agentscope_came_from(agentscope_path)}{fix}",
+        f"- **Python:** {platform.python_version()}; **Hypothesis:** {hypothesis.__version__}; "
+        f"**agentscope-hitl-harness:** {harness_build()}",
+    ]

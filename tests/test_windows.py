@@ -1,0 +1,80 @@
+"""Risky windows are recognised in a story's trace, and every property
+declares the windows its search must reach."""
+from __future__ import annotations
+
+import pytest
+
+from harness.kernel.trace import Trace
+from properties import windows
+from properties.catalog import PROPERTIES
+from properties.ledger import Ledger
+from properties.story.playback import playing
+from properties.violation import InvariantViolated
+
+S = "sid-1"
+
+
+def _story(*ops: tuple[str, str, str, str], ledger: Ledger | None = None) -> windows.Story:
+    trace = Trace()
+    for task, op, key, detail in ops:
+        trace.record(task, op, key, detail)
+    return windows.Story(tuple(trace.entries), ledger or Ledger(), {"solo": S})
+
+
+CARD = ("chat-run:solo", "log_append", f"agentscope:session:events:{S}", "REQUIRE_USER_CONFIRM")
+TAIL = ("chat-run:solo", "acquire_lock", f"agentscope:inbox:lock:{S}", "acquired")
+STOP = ("cancel-dispatcher:interrupt", "receive", "agentscope:session:interrupt", f"session_id={S}")
+RELEASE = ("chat-run:solo", "release_lock", f"agentscope:session:lock:{S}", "")
+
+
+def test_every_property_declares_windows_that_exist():
+    for prop in PROPERTIES:
+        assert prop.windows, f"{prop.code} declares no window"
+        unknown = set(prop.windows) - set(windows.BY_SLUG)
+        assert not unknown, f"{prop.code}: no such window {unknown}"
+
+
+def test_a_payload_counts_only_between_the_card_and_the_inbox_check():
+    push = ("» channel delivers to solo", "queue_push", f"agentscope:inbox:{S}", "hint")
+    assert windows.payload_in_parked_tail(_story(CARD, push, TAIL)) == 1
+    assert windows.payload_in_parked_tail(_story(CARD, TAIL, push)) == 0
+    assert windows.payload_in_parked_tail(_story(push, CARD, TAIL)) == 0
+
+
+def test_a_stop_counts_while_the_card_shows_and_the_lock_is_held():
+    assert windows.stop_while_card_shows(_story(CARD, STOP, TAIL, RELEASE)) == 1
+    assert windows.stop_while_card_shows(_story(CARD, TAIL, RELEASE, STOP)) == 0
+    other = ("cancel-dispatcher:interrupt", "receive", "agentscope:session:interrupt", "session_id=sid-2")
+    assert windows.stop_while_card_shows(_story(CARD, other, RELEASE)) == 0
+
+
+def test_inbox_checks_are_counted_by_what_they_find():
+    def check(found: int):
+        return [TAIL, ("chat-run:solo", "queue_drain", f"agentscope:inbox:{S}", f"{found} entries")]
+
+    story = _story(*check(0), *check(1), *check(3))
+    assert [windows.inbox_check_finds(0, 0)(story), windows.inbox_check_finds(1, 1)(story),
+            windows.inbox_check_finds(2, None)(story)] == [1, 1, 1]
+
+
+def test_the_verdict_names_unreached_windows():
+    assert windows.describe("holds", {"a": 3, "b": 0}, ["a", "b"]) == "holds, unreached: b"
+    assert windows.describe("holds", {"a": 3, "b": 1}, ["a", "b"]) == "holds (a ×3, b ×1)"
+    assert windows.describe("VIOLATED", {"a": 0}, ["a"]) == "VIOLATED (a ×0)"
+
+
+@pytest.mark.parametrize("two_stops", [False, True])
+def test_a_played_story_counts_its_windows(two_stops):
+    try:
+        with playing(enforcing=["I9"], interrupts=True, cast=["leader", "solo"]) as story:
+            story.user_sends_message(session="leader", model_turn="calls GatedAction")
+            story.user_interrupts(session="leader")
+            if two_stops:
+                story.user_interrupts(session="leader")
+            story.everything_settles()
+    except InvariantViolated:
+        pass  # F3, on a release without its fix: the windows are what matter here
+    played = windows.Story(tuple(story.world.interleaver.trace.entries), story.ledger, dict(story.world.sessions))
+    reached = windows.count(played, ["stop-while-card-shows", "two-stops-one-run"])
+    assert reached["stop-while-card-shows"] >= 1
+    assert reached["two-stops-one-run"] == (1 if two_stops else 0)
