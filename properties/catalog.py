@@ -143,7 +143,7 @@ PROPERTIES: tuple[Property, ...] = (
              },
              story_steps=20),
     Property("I15", "refused-only-while-busy",
-             "the chat endpoint refuses a message only while a run is in flight",
+             "the chat endpoint refuses a message only while a run is in flight or a call awaits the user",
              delivery.refused_only_while_busy),
 )
 

@@ -81,9 +81,10 @@ class Ledger:
     interrupts_before: dict[str, int] = field(default_factory=dict)
     #: Per session, the background jobs the harness let finish (notes).
     jobs_finished: dict[str, list[str]] = field(default_factory=dict)
-    #: Ordinary messages the user sent: (session, refused with 409, a run
-    #: of the session was in flight when it was sent).
-    messages: list[tuple[str, bool, bool]] = field(default_factory=list)
+    #: Messages the user sent through the chat endpoint: (session, refused
+    #: with 409, a run of the session was in flight when it was sent, the
+    #: session was parked on a call, as stored, when it was sent).
+    messages: list[tuple[str, bool, bool, bool]] = field(default_factory=list)
 
     def deliver(self, alias: str, marker: str) -> None:
         self.delivered.setdefault(alias, []).append(marker)
@@ -104,8 +105,8 @@ class Ledger:
     def message_while_parked(self, alias: str, marker: str, refused: bool) -> None:
         self.parked_messages.setdefault(alias, []).append((marker, refused))
 
-    def message_sent(self, alias: str, refused: bool, busy: bool) -> None:
-        self.messages.append((alias, refused, busy))
+    def message_sent(self, alias: str, refused: bool, busy: bool, parked: bool = False) -> None:
+        self.messages.append((alias, refused, busy, parked))
 
     def job_finished(self, alias: str, note: str) -> None:
         self.jobs_finished.setdefault(alias, []).append(note)

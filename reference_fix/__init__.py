@@ -14,13 +14,25 @@ targets and the properties it makes hold there:
   (I14);
 - :mod:`reference_fix.stops_in_turn_tail` (2.0.7–2.0.11): a stop landing in
   a run's turn tail or clean-up, which lost the stop after parking (I9),
-  what the run consumed (I5), or the parked call itself (I7).
+  what the run consumed (I5), or the parked call itself (I7);
+- :mod:`reference_fix.message_while_parked` (2.0.7–2.0.11): a message to a
+  session parked on a pending call, accepted and then dropped with an
+  error; the chat endpoint refuses it (409), and a run that still meets
+  one (a channel's ``message`` trigger) keeps it for the resume (I8).
+  Three patches that apply together (``ChatService.run``, the chat route,
+  ``_run_impl``), one diff.
 
 :func:`apply` applies every fix that targets the installed agentscope.
 """
 from __future__ import annotations
 
-from . import dispatcher_survival, parked_continuation, stop_reaches_slow_tools, stops_in_turn_tail
+from . import (
+    dispatcher_survival,
+    message_while_parked,
+    parked_continuation,
+    stop_reaches_slow_tools,
+    stops_in_turn_tail,
+)
 from .source_patch import FixRefused, SourcePatch
 
 #: Every fix, in the order they are applied.
@@ -30,6 +42,7 @@ PATCHES: tuple[SourcePatch, ...] = (
     stop_reaches_slow_tools.PATCH,
     stops_in_turn_tail.PATCH,
     stops_in_turn_tail.PATCH_WITHOUT_NAMING,
+    *message_while_parked.PATCHES,
 )
 
 

@@ -6,6 +6,10 @@ runtime patch (``pytest --reference-fix``): the method's source with the
 change is compiled in its module's namespace and set on its class, so the
 two forms cannot drift apart. The replacement may define further methods
 after the patched one (they are added to the class, and removed again).
+A function of the module itself (``cls=None``, a route function, say) is
+changed in place: it keeps its identity and takes the patched code, so every
+name already bound to it (a web framework's route table, an ``import``
+elsewhere) runs the fix; its decorators are not applied again.
 Patches of one method stack: each applies to the method's source as the
 patches before it left it, so two fixes may change different parts of one
 method (their diffs stay separate, each against the released module).
@@ -14,6 +18,7 @@ does not contain the exact text it replaces.
 """
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
 import inspect
@@ -26,8 +31,9 @@ class FixRefused(RuntimeError):
 
 
 #: Per patch applied: the class's attributes it replaced (None: it added
-#: one). Keyed by the patch, so variants of one fix for different releases
-#: may share its name.
+#: one); for a function of the module, the code object it replaced. Keyed
+#: by the patch, so variants of one fix for different releases may share
+#: its name.
 _REPLACED: dict["SourcePatch", dict[str, object]] = {}
 
 #: Per patched method: its source as the patches applied so far left it,
@@ -38,12 +44,13 @@ _STACKS: dict[tuple[str, str, str], list["SourcePatch"]] = {}
 
 @dataclass(frozen=True)
 class SourcePatch:
-    """Replace ``before`` with ``after`` in ``module.cls.method`` (and each
-    further ``(before, after)`` pair of ``more``, in order)."""
+    """Replace ``before`` with ``after`` in ``module.cls.method`` (in
+    ``module.method`` when ``cls`` is None), and each further ``(before,
+    after)`` pair of ``more``, in order."""
 
     name: str
     module: str
-    cls: str
+    cls: str | None
     method: str
     before: str
     after: str
@@ -120,16 +127,22 @@ class SourcePatch:
         if self.is_applied():
             return
         module = self._module()
-        owner = getattr(module, self.cls)
+        owner = module if self.cls is None else getattr(module, self.cls)
         original = inspect.getattr_static(owner, self.method)
         method_source = _SOURCES.get(self._key) or inspect.getsource(original)
         if any(before not in method_source for before, _ in self.edits):
             raise FixRefused(f"the code the {self.name} fix replaces is not in {self.method}")
         if "super()" in method_source:
             raise FixRefused(f"{self.method} uses super(), which a replaced method cannot")
+        patched = self._edit(method_source)
+        if self.cls is None:
+            _REPLACED[self] = {self.method: original.__code__}
+            original.__code__ = _function_code(module, original, patched)
+            _STACKS.setdefault(self._key, []).append(self)
+            _SOURCES[self._key] = patched
+            return
         # Compiled as the body of a stand-in class, so the method keeps its
         # indentation (dedenting would change its multi-line strings).
-        patched = self._edit(method_source)
         fixed = "class _Fixed:\n" + patched
         # Keep tracebacks pointing at the right lines of the module.
         fixed = "\n" * (original.__code__.co_firstlineno - 2) + fixed
@@ -160,6 +173,9 @@ class SourcePatch:
         else:
             del _SOURCES[self._key], _STACKS[self._key]
         replaced = _REPLACED.pop(self)
+        if self.cls is None:
+            getattr(self._module(), self.method).__code__ = replaced[self.method]
+            return
         owner = getattr(self._module(), self.cls)
         for name, original in replaced.items():
             if original is None:
@@ -184,3 +200,21 @@ class SourcePatch:
                 tofile=f"b/{self.path}",
             ),
         )
+
+
+def _function_code(module, original, source: str):
+    """The code of the module function ``original`` compiled from
+    ``source`` (its patched text) in the module's namespace, without its
+    decorators (they ran when the module was loaded: a route decorator run
+    again would register a second route)."""
+    tree = ast.parse(source)
+    functions = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if len(tree.body) != 1 or len(functions) != 1:
+        raise FixRefused(f"a patch of the function {original.__name__} must leave one function")
+    functions[0].decorator_list = []
+    # Keep tracebacks pointing at the right lines of the module (the
+    # source starts at the first decorator, as the code object does).
+    ast.increment_lineno(tree, original.__code__.co_firstlineno - 1)
+    namespace = dict(vars(module))
+    exec(compile(tree, inspect.getsourcefile(module), "exec"), namespace)  # pylint: disable=exec-used
+    return namespace[original.__name__].__code__

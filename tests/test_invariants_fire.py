@@ -237,6 +237,12 @@ def test_I8_fires_when_a_message_sent_while_parked_is_accepted_and_dropped():
     inv.parked_messages_reach_the_agent(Observation({"solo": reached}, settled=True), ledger)
     kept = SessionView("solo", "s", queued=[_hint("message-1 while parked")])
     inv.parked_messages_reach_the_agent(Observation({"solo": kept}, settled=True), ledger)
+    # Kept, then drained by the resuming run: a hint in the agent's context.
+    hinted = SessionView("solo", "s", context_hints=["[TextBlock(type='text', text='message-1 while parked')]"])
+    inv.parked_messages_reach_the_agent(Observation({"solo": hinted}, settled=True), ledger)
+    # Another message's hint is not this one's.
+    other = SessionView("solo", "s", context_hints=["message-9 while parked"])
+    _fires("I8", inv.parked_messages_reach_the_agent, Observation({"solo": other}, settled=True), ledger)
     refused = Ledger()
     refused.message_while_parked("solo", "message-1 while parked", refused=True)
     inv.parked_messages_reach_the_agent(Observation({"solo": dropped}, settled=True), refused)
@@ -531,9 +537,29 @@ def test_I14_fires_on_a_finished_job_whose_result_reaches_nobody_or_twice():
 
 def test_I15_fires_on_a_refusal_with_no_run_in_flight():
     _fires("I15", inv.refused_only_while_busy, Observation(),
-           Ledger(messages=[("solo", True, False)]))
-    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", True, True)]))
-    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", False, False)]))
+           Ledger(messages=[("solo", True, False, False)]))
+    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", True, True, False)]))
+    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", False, False, False)]))
+
+
+def test_I15_accepts_a_refusal_while_a_call_awaits_the_user():
+    """Parked on a confirmation or an external result, with no run in
+    flight: the agent cannot take the message, and a 409 says so."""
+    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", True, False, True)]))
+    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", False, False, True)]))
+
+
+def test_I15_records_whether_the_session_was_parked():
+    machine = machine_enforcing("I15", parked_messages=True)()
+    try:
+        machine.user_sends_message(session="solo", model_turn="calls GatedAction")
+        machine.everything_settles()  # the run parks and ends
+        machine.user_messages_parked_session(session="solo", via="chat endpoint")
+        assert [(a, busy, parked) for a, _, busy, parked in machine.ledger.messages] == [
+            ("solo", False, False), ("solo", False, True),
+        ]
+    finally:
+        machine.world.close()
 
 
 def test_I15_records_a_409_on_an_ordinary_message():
@@ -541,7 +567,7 @@ def test_I15_records_a_409_on_an_ordinary_message():
     try:
         machine.user_sends_message(session="solo", model_turn="answers")  # stops at its turn tail
         machine.user_sends_message(session="solo", model_turn="answers")  # a run is in flight
-        assert machine.ledger.messages == [("solo", False, False), ("solo", True, True)]
+        assert machine.ledger.messages == [("solo", False, False, False), ("solo", True, True, False)]
     finally:
         machine.world.close()
 

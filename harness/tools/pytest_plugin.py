@@ -88,7 +88,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     import reference_fix  # pylint: disable=import-outside-toplevel
 
     fix = (
-        "ON (" + ", ".join(p.name for p in reference_fix.applied()) + ")"
+        "ON (" + ", ".join(dict.fromkeys(p.name for p in reference_fix.applied())) + ")"
         if reference_fix.is_applied()
         else "off"
     )

@@ -41,9 +41,12 @@ def parked_messages_reach_the_agent(obs: Observation, ledger: Ledger) -> None:
 
     A parked agent cannot take a new message before its pending calls are
     answered. Refusing it tells the user; keeping it for after the resume
-    loses nothing; accepting it and then failing the run leaves the user
-    with an error about the agent's setup and a message the agent never
-    saw. Checked once settled (before that the message may be on its way)."""
+    loses nothing (it waits in the inbox, and the resuming run gives it to
+    the agent as a hint, as agentscope does with a channel message that
+    finds a reply in flight); accepting it and then failing the run leaves
+    the user with an error about the agent's setup and a message the agent
+    never saw. Checked once settled (before that the message may be on its
+    way)."""
     if not obs.settled:
         return
     for alias, messages in ledger.parked_messages.items():
@@ -51,8 +54,9 @@ def parked_messages_reach_the_agent(obs: Observation, ledger: Ledger) -> None:
         if view is None:
             continue
         waiting = " ".join(markers_in(view.queued))
+        hinted = " ".join(view.context_hints)
         for marker, refused in messages:
-            if refused or marker in view.context_user_texts or marker in waiting:
+            if refused or marker in view.context_user_texts or marker in hinted or marker in waiting:
                 continue
             errors = [e for e in view.events if is_error_end(e)]
             detail = (errors[-1].get("error") or {}) if errors else {}
@@ -95,15 +99,19 @@ def background_results_delivered(obs: Observation, ledger: Ledger) -> None:
 
 def refused_only_while_busy(obs: Observation, ledger: Ledger) -> None:
     """I15: the chat endpoint refuses (409) a user's message only while a
-    run of that session is in flight.
+    run of that session is in flight, or while the session is parked on a
+    call that awaits the user (a confirmation or an external result, as
+    stored).
 
     A refusal is the user's only news that the message went nowhere; a
-    refusal with nothing in flight turns a working session away."""
+    refusal with nothing in flight and nothing to answer turns a working
+    session away. A parked agent cannot take a new message (it waits for
+    the answer), so a refusal then tells the user what to do."""
     del obs
-    for alias, refused, busy in ledger.messages:
-        if refused and not busy:
+    for alias, refused, busy, parked in ledger.messages:
+        if refused and not busy and not parked:
             raise Broken(
                 f"{alias}'s endpoint accepts a message while no run of {alias} "
-                "is in flight",
-                "it answered 409 with no run in flight",
+                "is in flight and nothing awaits the user",
+                "it answered 409 with no run in flight and no call awaiting",
             )

@@ -38,10 +38,16 @@ class UserRules:
         directly (or answers 409 while one is in flight). The run takes its
         turn (the model does ``model_turn``) and stops at its turn tail."""
         self.script(session, model_turn)
-        busy = self.world.run_of(session) is not None
+        busy, parked = self._sending_to(session)
         with self.world.spawned_runs_take_their_turn(mid_answer=self.streaming):
             refused = self.world.user_posts(session, UserMsg(name="user", content="please help"))
-        self.ledger.message_sent(session, refused, busy)
+        self.ledger.message_sent(session, refused, busy, parked)
+
+    def _sending_to(self, session: str) -> tuple[bool, bool]:
+        """Whether a run of ``session`` is in flight, and whether its stored
+        state is parked on a call, as a message is sent to it."""
+        busy = self.world.run_of(session) is not None
+        return busy, self.world.observe_session(session).parked_status != "idle"
 
     @story_rule(
         when=lambda self: self.any_open("REQUIRE_USER_CONFIRM"),
@@ -157,7 +163,9 @@ class ParkedMessages:
         marker = f"message-{self.next_marker()} while parked"
         message = UserMsg(name="user", content=marker)
         if via == "chat endpoint":
+            busy, parked = self._sending_to(session)
             refused = self.world.user_posts(session, message)
+            self.ledger.message_sent(session, refused, busy, parked)
         elif self.world.run_of(session) is None:
             refused = False
             self.world.channel_posts(session, message)
