@@ -239,6 +239,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
             terminalreporter.line(f"            its search also found {other} -> {written}")
     target = config.getoption("--verdicts-json")
     if target:
+        Path(target).parent.mkdir(parents=True, exist_ok=True)
         Path(target).write_text(
             json.dumps(
                 {
