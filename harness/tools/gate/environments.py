@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from . import index
 from .specs import Target
 
 #: The harness's runtime dependencies, installed into every environment.
@@ -100,6 +101,7 @@ def ensure(target: Target, say=print) -> Environment:
             "install",
             "--python",
             str(building / "venv" / "bin" / "python"),
+            *index.configured().uv_arguments(),  # the index the releases were listed from
             *target.install,
             *pinned_dependencies(),
         )

@@ -2,16 +2,17 @@
 
 ``2.0.11`` is one release, ``>=2.0.9,<2.0.11`` every release in the range,
 ``latest`` the newest release on the index; a path ending in ``.whl`` is a
-wheel and a folder is a source checkout. A SPEC that names no agentscope is
-refused with one line saying why (:class:`NotAgentscope`).
+wheel and a folder is a source checkout; ``v2.0.8`` is ``2.0.8``. Text that
+is no SPEC at all is refused at once, before the index is asked
+(:class:`BadSpec`); a SPEC that names no agentscope is refused with one line
+saying why (:class:`NotAgentscope`). :func:`resolve_all` checks every SPEC's
+form before it resolves any.
 """
 from __future__ import annotations
 
 import functools
 import hashlib
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -19,6 +20,8 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+
+from . import index
 
 #: agentscope's extras the harness needs (the app service and SQL storage).
 EXTRAS = "service,storage-sql"
@@ -29,6 +32,10 @@ _FALLBACK_PINNED = "2.0.8"
 
 class NotAgentscope(Exception):
     """The SPEC names no agentscope the gate could install."""
+
+
+class BadSpec(NotAgentscope):
+    """The text is no SPEC at all (a usage error)."""
 
 
 @dataclass(frozen=True)
@@ -71,35 +78,61 @@ def default_specs() -> list[str]:
     return [pinned_release(), "latest"]
 
 
-def resolve(spec: str) -> list[Target]:
-    """The targets ``spec`` names (several for a range), or
-    :class:`NotAgentscope` with the reason in one line."""
-    path = Path(spec).expanduser()
+def check_form(spec: str) -> str:
+    """What kind of SPEC ``spec`` is, from its text alone (no index, no
+    files): "wheel", "checkout", "latest", "release" or "range";
+    :class:`BadSpec` if it is none."""
     if spec.endswith(".whl"):
-        return [_wheel(path)]
-    if "/" in spec or spec.startswith(".") or path.is_dir():
-        return [_checkout(path)]
+        return "wheel"
+    if "/" in spec or spec.startswith(".") or Path(spec).expanduser().is_dir():
+        return "checkout"
     if spec == "latest":
-        return [_release(released()[-1], spec)]
-    if re.fullmatch(r"[0-9][0-9A-Za-z.+-]*", spec):
+        return "latest"
+    if re.fullmatch(r"[vV]?[0-9][0-9A-Za-z.+!-]*", spec):
         try:
-            version = Version(spec)
+            Version(spec)
         except InvalidVersion:
-            raise NotAgentscope(f"{spec!r} is not a version number") from None
-        if version not in released():
-            newest = released()[-1]
-            raise NotAgentscope(
-                f"agentscope {spec} is not a release on the package index "
-                f"(the newest is {newest})",
-            )
-        return [_release(version, spec)]
+            raise BadSpec(f"{spec!r} is not a version number") from None
+        return "release"
     try:
-        wanted = SpecifierSet(spec)
+        SpecifierSet(spec)
     except InvalidSpecifier:
-        raise NotAgentscope(
+        raise BadSpec(
             f"{spec!r} is neither a release, a version range, 'latest', "
             "a wheel file nor a folder",
         ) from None
+    return "range"
+
+
+def resolve_all(specs: list[str]) -> list[Target]:
+    """Every target of every SPEC: each SPEC's form is checked before any is
+    resolved, so a typo is refused before the index is asked."""
+    for spec in specs:
+        check_form(spec)
+    return [target for spec in specs for target in resolve(spec)]
+
+
+def resolve(spec: str) -> list[Target]:
+    """The targets ``spec`` names (several for a range), or
+    :class:`NotAgentscope` with the reason in one line (:class:`BadSpec` if
+    it is no SPEC at all)."""
+    form = check_form(spec)
+    path = Path(spec).expanduser()
+    if form == "wheel":
+        return [_wheel(path)]
+    if form == "checkout":
+        return [_checkout(path)]
+    if form == "latest":
+        return [_release(released()[-1], spec)]
+    if form == "release":
+        version = Version(spec)
+        if version not in released():
+            raise NotAgentscope(
+                f"agentscope {version} is not a release on the package index "
+                f"(the newest is {released()[-1]})",
+            )
+        return [_release(version, str(version))]
+    wanted = SpecifierSet(spec)
     matching = [v for v in released() if v in wanted]
     if not matching:
         raise NotAgentscope(f"no agentscope release matches {spec!r}")
@@ -108,20 +141,16 @@ def resolve(spec: str) -> list[Target]:
 
 @functools.cache
 def released() -> tuple[Version, ...]:
-    """agentscope's releases on the configured package index, oldest first
-    (pre-releases left out)."""
-    found = subprocess.run(
-        [sys.executable, "-m", "pip", "index", "versions", "agentscope"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    match = re.search(r"Available versions: (.*)", found.stdout)
-    if found.returncode != 0 or match is None:
-        last = (found.stderr.strip().splitlines() or ["no answer"])[-1]
-        raise NotAgentscope(f"cannot list agentscope's releases on the index: {last}")
-    versions = sorted(Version(v.strip()) for v in match.group(1).split(","))
-    return tuple(v for v in versions if not v.is_prerelease)
+    """agentscope's releases on the package index the installs use, oldest
+    first (pre-releases left out)."""
+    try:
+        versions = index.versions("agentscope", index.configured())
+    except index.IndexUnreachable as failed:
+        raise NotAgentscope(f"cannot list agentscope's releases on the index: {failed}") from None
+    found = tuple(v for v in versions if not v.is_prerelease)
+    if not found:
+        raise NotAgentscope("the package index lists no release of agentscope")
+    return found
 
 
 def _release(version: Version, spec: str) -> Target:
