@@ -151,14 +151,20 @@ def test_json_and_junit_say_the_same(tmp_path):
 # ── the gate and the CLI ──────────────────────────────────────────────
 
 
-def test_the_gate_refuses_what_names_no_agentscope_with_its_own_exit_code(tmp_path, capsys):
+def test_the_gate_refuses_what_names_no_agentscope_before_any_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(environments, "ensure", _no_work)
     code = gate(["2.0.999", str(tmp_path)], json_path=tmp_path / "v.json")
     assert code == Exit.NOT_AGENTSCOPE
-    out = capsys.readouterr().out
-    assert "2.0.999: could not run: agentscope 2.0.999 is not a release" in out
-    assert f"{tmp_path}: could not run: {tmp_path} is not an agentscope source checkout" in out
-    assert out.rstrip().endswith("exit 3: a SPEC names no agentscope")
-    assert main(["gate", "2.0.999"]) == 3
+    err = capsys.readouterr().err
+    assert err == ("hitl-harness gate: error: agentscope 2.0.999 is not a release on the "
+                   "package index (the newest is 2.0.11)\n")
+    assert not (tmp_path / "v.json").exists()
+    assert main(["gate", str(tmp_path)]) == 3
+    assert "is not an agentscope source checkout" in capsys.readouterr().err
+
+
+def _no_work(*_args, **_kwargs):
+    raise AssertionError("an environment was built before every input was checked")
 
 
 def test_the_probe_drives_the_installed_agentscope():
@@ -190,8 +196,6 @@ def test_version_is_printed(capsys):
 @pytest.mark.parametrize("argv", [
     ["gate", "2.0.11", "--workers", "-3"],
     ["gate", "2.0.11", "--workers", "many"],
-    ["gate", "2.0.11", "--json", "/nonexistent/dir/v.json"],
-    ["gate", "2.0.11", "--junit", "/nonexistent/dir/v.xml"],
 ])
 def test_bad_options_are_usage_errors_before_any_work(argv, capsys):
     with pytest.raises(SystemExit) as done:

@@ -1,6 +1,7 @@
 """``hitl-harness``: the gate and the replay of counterexamples.
 
-    hitl-harness gate [SPEC ...] [--with-fix] [--profile NAME] [--json FILE] [--junit FILE]
+    hitl-harness gate [SPEC ...] [--baseline SPEC | --baseline-json FILE] [--known FILE]
+                      [--with-fix] [--profile NAME] [--json FILE] [--junit FILE]
     hitl-harness replay PATH [--with-fix]
 
 Exit codes are :class:`harness.tools.gate.Exit` (see the README).
@@ -65,6 +66,17 @@ def _parser() -> argparse.ArgumentParser:
     gate.add_argument("--counterexamples", type=Path, metavar="DIR",
                       default=Path(os.environ.get("HITL_COUNTEREXAMPLES", "counterexamples")),
                       help="where counterexample folders go (default: ./counterexamples)")
+    gate.add_argument("--baseline", metavar="SPEC",
+                      help="also gate SPEC (one release, wheel or checkout) and classify each "
+                      "candidate's properties against it: new, fixed, still violated or holds; "
+                      "only a new violation fails the gate")
+    gate.add_argument("--baseline-json", type=Path, metavar="FILE",
+                      help="take the baseline's verdicts from a gate's saved --json instead of "
+                      "running it (with --baseline SPEC: that SPEC's verdicts in FILE)")
+    gate.add_argument("--known", type=Path, metavar="FILE",
+                      help="a list of known violations (property, releases, finding): shown, "
+                      "but they do not fail the gate; the project's own is "
+                      "docs/findings/known.json")
     gate.add_argument("--workers", type=_workers, default=min(2, os.cpu_count() or 1),
                       help=f"pytest-xdist workers per SPEC, 1 to {MAX_WORKERS} (default: 2)")
     replay = commands.add_parser(
@@ -85,10 +97,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     if arguments.command == "gate":
-        for option in ("json", "junit"):
-            target = getattr(arguments, option)
-            if target is not None and not target.parent.is_dir():
-                parser.error(f"--{option} {target}: no such folder {target.parent}")
         from .gate import gate  # pylint: disable=import-outside-toplevel
 
         return int(gate(
@@ -99,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
             workers=arguments.workers,
             json_path=arguments.json,
             junit_path=arguments.junit,
+            baseline=arguments.baseline,
+            baseline_json=arguments.baseline_json,
+            known=arguments.known,
         ))
     from .replay import replay_folder  # pylint: disable=import-outside-toplevel
 

@@ -1,12 +1,15 @@
-"""The gate itself: every SPEC through environment, probe and suite."""
+"""The gate itself: every input checked, then the baseline and every SPEC
+through environment, probe and suite, each candidate compared with the
+baseline and the known violations."""
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
-from . import environments, reports, runner, specs
-from .outcomes import MEANING, Exit, Row, exit_code
+from . import compare, environments, inputs, reports, runner
+from .outcomes import Exit, Row, exit_code
 
 
 def _say(message: str) -> None:
@@ -23,21 +26,39 @@ def gate(
     workers: int = 2,
     json_path: Path | None = None,
     junit_path: Path | None = None,
+    baseline: str | None = None,
+    baseline_json: Path | None = None,
+    known: Path | None = None,
 ) -> Exit:
-    """Gate every SPEC; print the table; return the exit code."""
-    rows: list[Row] = []
-    for text in spec_texts or specs.default_specs():
-        try:
-            targets = specs.resolve(text)
-        except specs.NotAgentscope as refused:
-            _say(f"[{text}] {refused}")
-            rows.append(Row(name=text).could_not_run(Exit.NOT_AGENTSCOPE, str(refused)))
-            continue
-        for target in targets:
-            rows.append(
-                _gate_one(target, with_fix=with_fix, profile=profile,
-                          counterexamples=counterexamples, workers=workers),
-            )
+    """Gate every SPEC (against the baseline, if any); print the table;
+    return the exit code. Every input is checked before any work."""
+    try:
+        plan = inputs.prepare(
+            spec_texts, baseline=baseline, baseline_json=baseline_json, known_path=known,
+            json_path=json_path, junit_path=junit_path, counterexamples=counterexamples,
+        )
+    except inputs.Refused as refused:
+        _say(f"hitl-harness gate: error: {refused}")
+        return refused.code
+
+    def run(target) -> Row:
+        return _gate_one(target, with_fix=with_fix, profile=profile,
+                         counterexamples=counterexamples, workers=workers)
+
+    base = plan.baseline_row
+    if plan.baseline is not None:
+        _say(f"[{plan.baseline.name}] the baseline")
+        base = run(plan.baseline)
+        base.role, base.new = "baseline", []
+    rows = [base] if base is not None else []
+    for target in plan.candidates:
+        if plan.baseline is not None and target.identity == plan.baseline.identity:
+            row = replace(base, name=target.name, role="candidate", new=None)  # ran once
+        else:
+            row = run(target)
+        if row.verdicts:
+            compare.classify(row, base, plan.known)
+        rows.append(row)
     code = exit_code(rows)
     import reference_fix  # pylint: disable=import-outside-toplevel
 
@@ -47,7 +68,10 @@ def gate(
     if with_fix:
         print("reference fixes:\n  " + reference_fix.describe().replace("\n", "\n  "))
     print(reports.table(rows))
-    print(f"\nexit {int(code)}: {MEANING[code]}")
+    comparison = reports.comparison(rows)
+    if comparison:
+        print("\n" + comparison)
+    print(f"\nexit {int(code)}: {reports.meaning(rows, code)}")
     if json_path is not None:
         reports.write_json(rows, json_path, code)
     if junit_path is not None:

@@ -2,7 +2,9 @@
 
 A property violation and a SPEC the gate could not run are different news,
 so they end with different exit codes. When SPECs end differently, the
-lowest non-zero code wins: a violation is the most important news.
+lowest non-zero code wins: a violation is the most important news. A
+violation that is known, or that the baseline had too, is shown but does
+not fail the gate (:mod:`.compare`).
 """
 from __future__ import annotations
 
@@ -54,6 +56,14 @@ class Row:
     fix: str = "off"
     verdicts: dict[str, dict] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    role: str = "candidate"  # or "baseline": what the candidates are compared with
+    baseline: str | None = None  # the baseline row's name, once compared
+    #: Per property: its classification against the baseline and the known
+    #: violations (:mod:`.compare`).
+    comparison: dict[str, dict] = field(default_factory=dict)
+    #: The properties whose violation fails the gate (``None``: not compared,
+    #: so every violation does).
+    new: list[str] | None = None
 
     def could_not_run(self, outcome: Exit, reason: str) -> Row:
         self.outcome, self.reason = outcome, reason
@@ -66,6 +76,11 @@ class Row:
 
 
 def exit_code(rows: list[Row]) -> Exit:
-    """The lowest non-zero outcome among ``rows`` (0 if all hold)."""
-    failing = [r.outcome for r in rows if r.outcome != Exit.HOLDS]
+    """The lowest non-zero outcome among ``rows`` (0 if all hold). A row
+    whose violations are all known, or were there on the baseline, does not
+    fail."""
+    failing = [
+        r.outcome for r in rows
+        if r.outcome != Exit.HOLDS and not (r.outcome == Exit.VIOLATED and r.new == [])
+    ]
     return min(failing) if failing else Exit.HOLDS

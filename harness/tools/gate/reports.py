@@ -1,4 +1,5 @@
-"""The gate's verdicts as a table, as JSON and as JUnit XML."""
+"""The gate's verdicts as a table (with each candidate's comparison with
+the baseline and the known violations), as JSON and as JUnit XML."""
 from __future__ import annotations
 
 import json
@@ -8,7 +9,8 @@ from pathlib import Path
 
 from properties.catalog import code_order
 
-from .outcomes import COULD_NOT_RUN, Exit, Row
+from .compare import HOLDS, NEW, ORDER
+from .outcomes import COULD_NOT_RUN, MEANING, Exit, Row
 
 
 def table(rows: list[Row]) -> str:
@@ -17,12 +19,13 @@ def table(rows: list[Row]) -> str:
     head = ["SPEC", "agentscope", "fix", *codes]
     body = []
     for row in rows:
+        name = f"{row.name} (baseline)" if row.role == "baseline" else row.name
         if row.outcome in COULD_NOT_RUN:
-            body.append([row.name, row.version or "-", row.fix,
+            body.append([name, row.version or "-", row.fix,
                          f"could not run ({COULD_NOT_RUN[row.outcome]})"])
             continue
         cells = [_cell(row.verdicts.get(c, {})) for c in codes]
-        body.append([row.name, row.version or "-", row.fix, *cells])
+        body.append([name, row.version or "-", row.fix, *cells])
     # A could-not-run row's last cell spans the property columns: it does
     # not widen them.
     sized = [cells if len(cells) == len(head) else cells[:-1] for cells in [head, *body]]
@@ -37,16 +40,62 @@ def table(rows: list[Row]) -> str:
 
     lines = [render(cells) for cells in [head, *body]]
     notes = []
-    for row in rows:
+    for row, name in zip(rows, (cells[0] for cells in body)):
         if row.outcome in COULD_NOT_RUN:
-            notes.append(f"{row.name}: could not run: {row.reason}")
+            notes.append(f"{name}: could not run: {row.reason}")
         for code, verdict in sorted(row.verdicts.items(), key=lambda kv: code_order(kv[0])):
             if verdict["verdict"] != "holds":
                 where = verdict.get("counterexample") or "no counterexample written"
-                notes.append(f"{row.name}: {code} {verdict['verdict']} -> {where}")
+                notes.append(f"{name}: {code} {verdict['verdict']} -> {where}")
             for other, where in (verdict.get("also_found") or {}).items():
-                notes.append(f"{row.name}: {code}'s search also found {other} -> {where}")
+                notes.append(f"{name}: {code}'s search also found {other} -> {where}")
     return "\n".join(lines + ([""] + notes if notes else []))
+
+
+def comparison(rows: list[Row]) -> str:
+    """Per candidate, its properties by classification (holds left out):
+    each with the searches that found it when others did, and the findings
+    it is known as."""
+    lines = []
+    for row in rows:
+        compared = row.baseline is not None or any(
+            e.get("known") for e in row.comparison.values()
+        )
+        if row.role != "candidate" or not compared:
+            continue
+        against = f"against the baseline {row.baseline}" if row.baseline else "(no baseline)"
+        lines.append(f"{row.name} {against}:")
+        groups: dict[str, list[str]] = {}
+        for code, entry in row.comparison.items():
+            groups.setdefault(entry["classification"], []).append(_named(code, entry))
+        for kind in ORDER:
+            if kind != HOLDS and kind in groups:
+                label = kind.upper() if kind == NEW else kind
+                lines.append(f"  {label:<15} {', '.join(groups[kind])}")
+        verdict = (f"fails the gate: {', '.join(row.new)}" if row.new
+                   else "nothing new is violated")
+        lines.append(f"  -> {verdict}")
+    return "\n".join(lines)
+
+
+def _named(code: str, entry: dict) -> str:
+    """``I5 [known F8; found by I6, I9]``."""
+    notes = []
+    if entry.get("known"):
+        notes.append("known " + ", ".join(entry["known"]))
+    if entry.get("found_by") and entry["found_by"] != [code]:
+        notes.append("found by " + ", ".join(entry["found_by"]))
+    return code + (f" [{'; '.join(notes)}]" if notes else "")
+
+
+def meaning(rows: list[Row], code: Exit) -> str:
+    """The exit code in words, saying when violations did not fail."""
+    shown = [r for r in rows if r.role == "candidate" and r.outcome == Exit.VIOLATED]
+    if code == Exit.HOLDS and shown:
+        return "nothing new is VIOLATED (the violations shown are known or were on the baseline)"
+    if code == Exit.VIOLATED and any(r.baseline for r in shown):
+        return "a property is newly VIOLATED"
+    return MEANING[code]
 
 
 def _cell(verdict: dict) -> str:
@@ -78,11 +127,12 @@ def write_junit(rows: list[Row], path: Path) -> None:
     """One test suite per SPEC, one test case per property."""
     suites = ET.Element("testsuites", name="hitl-harness gate")
     for row in rows:
-        suite = ET.SubElement(suites, "testsuite", name=f"agentscope {row.name}")
+        label = f"agentscope {row.name}" + (" (baseline)" if row.role == "baseline" else "")
+        suite = ET.SubElement(suites, "testsuite", name=label)
         cases = 0
         failures = errors = 0
         if row.outcome in COULD_NOT_RUN:
-            case = ET.SubElement(suite, "testcase", classname=f"agentscope {row.name}",
+            case = ET.SubElement(suite, "testcase", classname=label,
                                  name="could run")
             ET.SubElement(case, "error", message=f"{COULD_NOT_RUN[row.outcome]}: {row.reason}",
                           type=row.outcome.name.lower())
@@ -90,11 +140,18 @@ def write_junit(rows: list[Row], path: Path) -> None:
         for code, verdict in sorted(row.verdicts.items()):
             cases += 1
             case = ET.SubElement(
-                suite, "testcase", classname=f"agentscope {row.name}",
+                suite, "testcase", classname=label,
                 name=f"{code} {verdict.get('title', '')}".strip(),
                 time=f"{row.seconds.get('suite', 0.0):.1f}",
             )
-            if verdict["verdict"] != "holds":
+            entry = row.comparison.get(code, {})
+            if verdict["verdict"] != "holds" and row.role == "baseline":
+                ET.SubElement(case, "skipped", message=f"{code} {verdict['verdict']} on the baseline")
+            elif verdict["verdict"] != "holds" and entry and not entry.get("fails"):
+                known = f", known {', '.join(entry['known'])}" if entry.get("known") else ""
+                ET.SubElement(case, "skipped",
+                              message=f"{code} {entry['classification']}{known}")
+            elif verdict["verdict"] != "holds":
                 failures += 1
                 where = verdict.get("counterexample") or "no counterexample written"
                 failure = ET.SubElement(case, "failure", message=f"{code} {verdict['verdict']}",
@@ -103,5 +160,6 @@ def write_junit(rows: list[Row], path: Path) -> None:
         suite.set("tests", str(cases))
         suite.set("failures", str(failures))
         suite.set("errors", str(errors))
+        suite.set("skipped", str(len(suite.findall("testcase/skipped"))))
     ET.indent(suites)
     ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,115 @@
+"""Each candidate's properties against a baseline and the known violations.
+
+A property is violated on a release when its own search says so, or when
+another property's search found it on the way (``also_found``). Against a
+baseline, each property of a candidate is
+
+- *new*: violated now, held on the baseline;
+- *fixed*: holds now, violated on the baseline;
+- *still violated*: violated on both;
+- *holds*: holds on both;
+
+and, with no baseline (or none for that property), *violated* or *holds*.
+A violation is *known* when an entry of the known list covers every search
+that found it. Only a new (or uncompared) violation that is not known fails
+the gate.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import fields
+from pathlib import Path
+
+from properties.catalog import code_order
+
+from . import known as known_list
+from .outcomes import Exit, Row
+
+NEW, FIXED, STILL, HOLDS, VIOLATED = "new", "fixed", "still violated", "holds", "violated"
+
+#: The classifications in the order a report lists them.
+ORDER = (NEW, VIOLATED, STILL, FIXED, HOLDS)
+
+
+class BadBaseline(Exception):
+    """The saved verdicts cannot serve as a baseline (one line)."""
+
+
+def violations(row: Row) -> dict[str, list[str]]:
+    """Each violated property, and the searches that found it (a property's
+    own search is its own code), in catalog order."""
+    found: dict[str, list[str]] = {}
+    for search in sorted(row.verdicts, key=code_order):
+        verdict = row.verdicts[search]
+        if verdict.get("verdict") != "holds":
+            found.setdefault(search, []).append(search)
+        for code in verdict.get("also_found") or {}:
+            found.setdefault(code, []).append(search)
+    return dict(sorted(found.items(), key=lambda item: code_order(item[0])))
+
+
+def classify(row: Row, baseline: Row | None, known: list[known_list.Known]) -> None:
+    """Set ``row.comparison`` and ``row.new`` (the failing properties)."""
+    now = violations(row)
+    usable = baseline is not None and bool(baseline.verdicts)
+    before = violations(baseline) if usable else {}
+    row.baseline = baseline.name if usable else None
+    row.comparison, row.new = {}, []
+    for code in sorted(set(row.verdicts) | set(now) | set(before), key=code_order):
+        compared = usable and (code in baseline.verdicts or code in before)
+        if code in now:
+            kind = (STILL if code in before else NEW) if compared else VIOLATED
+        else:
+            kind = FIXED if compared and code in before else HOLDS
+        entry = {"classification": kind}
+        if code in now:
+            names, uncovered = known_list.findings(known, code, now[code], row.version)
+            entry.update(found_by=now[code], known=names if not uncovered else [],
+                         not_known=uncovered)
+            entry["fails"] = kind in (NEW, VIOLATED) and bool(uncovered)
+            if entry["fails"]:
+                row.new.append(code)
+        row.comparison[code] = entry
+
+
+def load_rows(path: Path) -> list[Row]:
+    """The rows a gate saved with ``--json``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        saved = data["specs"]
+    except OSError as failed:
+        raise BadBaseline(f"{path}: {failed.strerror or failed}") from None
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise BadBaseline(f"{path}: not the JSON of a gate (--json)") from None
+    known_fields = {f.name for f in fields(Row)}
+    rows = []
+    for entry in saved:
+        try:
+            outcome = Exit[str(entry.get("outcome", "")).upper()]
+            values = {k: v for k, v in entry.items() if k in known_fields and k != "outcome"}
+            rows.append(Row(**values, outcome=outcome))
+        except (KeyError, TypeError, AttributeError):
+            raise BadBaseline(f"{path}: not the JSON of a gate (--json)") from None
+    return rows
+
+
+def pick_baseline(rows: list[Row], path: Path, name: str | None) -> Row:
+    """The row of ``rows`` that is the baseline: the only one, or the one
+    named ``name`` (as a row name or an agentscope version)."""
+    if name is not None:
+        wanted = name[1:] if name[:1] in "vV" and name[1:2].isdigit() else name
+        chosen = [r for r in rows if wanted in (r.name, r.version)]
+        if not chosen:
+            raise BadBaseline(f"{path} has no verdicts of {name} (it has: "
+                              f"{', '.join(r.name for r in rows) or 'none'})")
+    elif len(rows) != 1:
+        raise BadBaseline(f"{path} holds {len(rows)} SPECs ("
+                          f"{', '.join(r.name for r in rows)}): name one with --baseline")
+    else:
+        chosen = rows
+    row = chosen[-1]
+    if not row.verdicts:
+        raise BadBaseline(f"{path}: {row.name} could not run there ({row.reason}), "
+                          "so it has no verdicts to compare with")
+    row.role, row.new = "baseline", []
+    return row
