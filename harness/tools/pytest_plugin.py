@@ -1,7 +1,12 @@
 """The harness as a pytest plugin (loaded through the ``pytest11`` entry
 point wherever the package is installed, and by the project's conftest).
 
-- registers the Hypothesis profiles (:mod:`harness.profiles`);
+It stays out of other projects' tests: the Hypothesis profiles, agentscope's
+quieted logs and warning filters, and the header apply only when the run is
+the harness's own (:func:`is_harness_run`: its property suite or its tests
+are collected, or a harness option such as ``--hitl-harness`` is given).
+
+- registers and loads the Hypothesis profiles (:mod:`harness.profiles`);
 - ``--reference-fix`` applies :mod:`reference_fix` before any test runs,
   and stops the session with a clear message on a release it does not
   target;
@@ -34,6 +39,13 @@ VERDICT_LINE = "hitl-verdict"
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hitl-harness")
     group.addoption(
+        "--hitl-harness",
+        action="store_true",
+        default=False,
+        help="set up Hypothesis profiles, agentscope's logs and warnings as for the "
+        "harness's property suite even when it is not collected",
+    )
+    group.addoption(
         "--reference-fix",
         action="store_true",
         default=False,
@@ -62,12 +74,46 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-# Registered on import, so that ``--hypothesis-profile`` (loaded by
-# Hypothesis' own plugin) can name them whichever plugin configures first.
-profiles.register()
+#: The folder holding the harness's packages (a checkout, or site-packages).
+_ROOT = Path(__file__).resolve().parents[2]
+
+#: Set on a run that is the harness's own (see :func:`is_harness_run`).
+_ACTIVE = pytest.StashKey[bool]()
+
+#: Options that ask for the harness whatever is collected.
+_HARNESS_OPTIONS = ("--hitl-harness", "--reference-fix", "--verdicts-json", "--verdict-lines")
 
 
+def _own_folders() -> list[Path]:
+    """The property suite, and in a checkout of the harness the checkout
+    (its tests)."""
+    folders = [_ROOT / "properties"]
+    if (_ROOT / "pyproject.toml").is_file() and (_ROOT / "harness").is_dir():
+        folders.append(_ROOT)
+    return folders
+
+
+def is_harness_run(config: pytest.Config) -> bool:
+    """Whether this run is the harness's own: a harness option is given, or
+    a path collected lies in the property suite (or the harness's
+    checkout). Any other project's run is left as it is."""
+    if any(config.getoption(option) for option in _HARNESS_OPTIONS):
+        return True
+    start = Path(config.invocation_params.dir)
+    folders = _own_folders()
+    for arg in config.args:
+        path = (start / arg.split("::", 1)[0]).resolve()
+        if any(path == folder or path.is_relative_to(folder) for folder in folders):
+            return True
+    return False
+
+
+@pytest.hookimpl(tryfirst=True)  # before Hypothesis' plugin loads ``--hypothesis-profile``
 def pytest_configure(config: pytest.Config) -> None:
+    if not is_harness_run(config):
+        return
+    config.stash[_ACTIVE] = True
+    profiles.register()
     if not config.getoption("hypothesis_profile", None):
         profiles.load_default()
     silence_agentscope()
@@ -85,6 +131,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    if not config.stash.get(_ACTIVE, False):
+        return []
     import reference_fix  # pylint: disable=import-outside-toplevel
 
     fix = (
