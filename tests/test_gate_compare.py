@@ -30,13 +30,15 @@ def _v(verdict: str = "holds", *, cx: str | None = None, also: dict | None = Non
     return {"title": "t", "verdict": verdict, "counterexample": cx, "also_found": also or {}}
 
 
-#: Made-up verdicts per release: I1 broken on 2.0.8 only, I8 everywhere,
-#: I13 found by I6's search on both, I5 only on 2.0.9 (by I9's search).
+#: Made-up verdicts per release: I1's search fails on 2.0.8 only, but I8's
+#: search meets I1 on 2.0.9; I8 fails on both; I6's search finds I13 on
+#: both; I9's search finds I5 on 2.0.9 only.
 RESULTS = {
     "2.0.8": {"I1": _v("VIOLATED", cx="cx/I1-a"), "I5": _v(), "I6": _v(also={"I13": "cx/I13-b"}),
               "I8": _v("VIOLATED", cx="cx/I8-c"), "I9": _v()},
     "2.0.9": {"I1": _v(), "I5": _v(), "I6": _v(also={"I13": "cx/I13-d"}),
-              "I8": _v("VIOLATED", cx="cx/I8-e"), "I9": _v(also={"I5": "cx/I5-f"})},
+              "I8": _v("VIOLATED", cx="cx/I8-e", also={"I1": "cx/I1-g"}),
+              "I9": _v(also={"I5": "cx/I5-f"})},
     "2.0.11": {"I1": _v(), "I5": _v(), "I6": _v(), "I8": _v(), "I9": _v()},
 }
 
@@ -75,18 +77,25 @@ def _saved(tmp_path: Path, *versions: str) -> Path:
 
 
 def test_a_property_is_violated_by_its_own_search_or_another_one():
-    assert compare.violations(_row("2.0.9")) == {"I5": ["I9"], "I8": ["I8"], "I13": ["I6"]}
+    assert compare.violations(_row("2.0.9")) == {
+        "I1": ["I8"], "I5": ["I9"], "I8": ["I8"], "I13": ["I6"]}
 
 
 def test_each_property_is_new_fixed_still_violated_or_holds_against_the_baseline():
     candidate, baseline = _row("2.0.9"), _row("2.0.8")
     compare.classify(candidate, baseline, [])
-    kinds = {code: e["classification"] for code, e in candidate.comparison.items()}
-    assert kinds == {"I1": "fixed", "I5": "new", "I6": "holds", "I8": "still violated",
-                     "I9": "holds", "I13": "still violated"}
+    kinds = {code: (e["classification"], e.get("on_the_way"))
+             for code, e in candidate.comparison.items()}
+    assert kinds == {"I1": ("fixed", "still"), "I5": ("holds", "new"), "I6": ("holds", None),
+                     "I8": ("still violated", None), "I9": ("holds", None),
+                     "I13": ("holds", "still")}
     assert candidate.baseline == "2.0.8"
-    assert candidate.new == ["I5"]
+    assert candidate.new == ["I5"]  # found on the way, by no search on the baseline
     assert candidate.comparison["I5"]["found_by"] == ["I9"]
+    compare.classify(baseline, candidate, [])
+    assert baseline.comparison["I1"]["classification"] == "new"
+    assert baseline.comparison["I5"] == {"classification": "holds", "on_the_way": "gone"}
+    assert baseline.new == ["I1"]
 
 
 def test_with_no_baseline_every_violation_fails_unless_known():
@@ -109,7 +118,7 @@ def test_a_baseline_read_from_saved_verdicts_classifies_the_candidate(tmp_path):
     assert (baseline["role"], baseline["name"]) == ("baseline", "2.0.8")
     assert candidate["baseline"] == "2.0.8"
     assert candidate["comparison"]["I1"]["classification"] == "fixed"
-    assert candidate["comparison"]["I13"]["classification"] == "fixed"
+    assert candidate["comparison"]["I13"] == {"classification": "holds", "on_the_way": "gone"}
     assert data["exit_code"] == 0
 
 
@@ -121,11 +130,13 @@ def test_a_fix_exits_0_and_a_regression_exits_1(tmp_path, capsys):
     comparison = json.loads(out.read_text(encoding="utf-8"))["specs"][1]["comparison"]
     assert comparison["I1"]["classification"] == "fixed"
     # I5, found by I9's search on 2.0.9 only, is new there, and known (F8)
-    assert comparison["I5"] == {"classification": "new", "found_by": ["I9"], "known": ["F8"],
-                                "not_known": [], "fails": False}
+    assert comparison["I5"] == {"classification": "holds", "on_the_way": "new",
+                                "found_by": ["I9"], "known": ["F8"], "not_known": [],
+                                "fails": False}
     text = capsys.readouterr().out
     assert "2.0.9 against the baseline 2.0.8:" in text
-    assert "fixed           I1" in text
+    assert "  fixed           I1 [still found on the way by I8; known F2]\n" in text
+    assert "  on the way      I5 [newly found on the way by I9; known F8]" in text
     assert text.rstrip().endswith("exit 0: nothing new is VIOLATED (the violations shown "
                                   "are known or were on the baseline)")
 
@@ -146,9 +157,12 @@ def test_a_baseline_spec_is_run_first_and_once(tmp_path):
         "agentscope 2.0.8 (baseline)", "agentscope 2.0.8", "agentscope 2.0.9"]
     # violations that do not fail are skipped cases, not failures
     assert [(s.get("failures"), s.get("skipped")) for s in suites] == [
-        ("0", "2"), ("0", "2"), ("0", "1")]
+        ("0", "2"), ("0", "2"), ("1", "1")]
     message = suites[2].find("testcase[@name='I8 t']/skipped").get("message")
     assert message == "I8 still violated"
+    failure = suites[2].find("testcase[@name='I5 found on the way']/failure")
+    assert failure.get("message") == "I5 newly found on the way by I9"
+    assert failure.text == "I9's search: cx/I5-f"
 
 
 def test_a_baseline_that_could_not_run_keeps_its_exit_code(tmp_path, monkeypatch):

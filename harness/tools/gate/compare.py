@@ -1,8 +1,7 @@
 """Each candidate's properties against a baseline and the known violations.
 
-A property is violated on a release when its own search says so, or when
-another property's search found it on the way (``also_found``). Against a
-baseline, each property of a candidate is
+Each property is classified by its own search's verdict; against a
+baseline it is
 
 - *new*: violated now, held on the baseline;
 - *fixed*: holds now, violated on the baseline;
@@ -10,9 +9,12 @@ baseline, each property of a candidate is
 - *holds*: holds on both;
 
 and, with no baseline (or none for that property), *violated* or *holds*.
-A violation is *known* when an entry of the known list covers every search
-that found it. Only a new (or uncompared) violation that is not known fails
-the gate.
+A property another property's search found on the way (``also_found``) is
+told apart (``on_the_way``): *new* when no search found it on the baseline,
+*still* when one did, *gone* when only the baseline's searches found it,
+*found* with no baseline. A violation is *known* when an entry of the known
+list covers the search that found it. A new (or uncompared) violation, by
+its own search or on the way, that is not known fails the gate.
 """
 from __future__ import annotations
 
@@ -56,17 +58,24 @@ def classify(row: Row, baseline: Row | None, known: list[known_list.Known]) -> N
     row.baseline = baseline.name if usable else None
     row.comparison, row.new = {}, []
     for code in sorted(set(row.verdicts) | set(now) | set(before), key=code_order):
-        compared = usable and (code in baseline.verdicts or code in before)
-        if code in now:
-            kind = (STILL if code in before else NEW) if compared else VIOLATED
+        own_before = code in before.get(code, [])
+        if code in now.get(code, []):
+            compared = usable and code in baseline.verdicts
+            kind = (STILL if own_before else NEW) if compared else VIOLATED
         else:
-            kind = FIXED if compared and code in before else HOLDS
-        entry = {"classification": kind}
+            kind = FIXED if own_before else HOLDS
+        entry: dict = {"classification": kind}
+        others = [s for s in now.get(code, []) if s != code]
+        if others:
+            entry["on_the_way"] = ("still" if code in before else "new") if usable else "found"
+        elif code not in now and any(s != code for s in before.get(code, [])):
+            entry["on_the_way"] = "gone"
         if code in now:
             names, uncovered = known_list.findings(known, code, now[code], row.version)
-            entry.update(found_by=now[code], known=names if not uncovered else [],
-                         not_known=uncovered)
-            entry["fails"] = kind in (NEW, VIOLATED) and bool(uncovered)
+            entry.update(found_by=now[code], known=names, not_known=uncovered)
+            own_fails = kind in (NEW, VIOLATED) and code in uncovered
+            way_fails = entry["on_the_way"] in ("new", "found") if others else False
+            entry["fails"] = own_fails or (way_fails and any(s in uncovered for s in others))
             if entry["fails"]:
                 row.new.append(code)
         row.comparison[code] = entry

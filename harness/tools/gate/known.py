@@ -105,13 +105,13 @@ def _entry(entry, where: str) -> Known:
 def findings(known: list[Known], code: str, searches: list[str],
              version: str | None) -> tuple[list[str], list[str]]:
     """For the violation of ``code`` each of ``searches`` found on
-    ``version``: the findings it is known as, and the searches whose find no
-    entry covers."""
+    ``version``: the findings it is known as (for each search, the first
+    entry that covers it), and the searches whose find no entry covers."""
     names, uncovered = [], []
     for search in searches:
-        covering = [k.finding for k in known if k.covers(code, search, version)]
-        if covering:
-            names.extend(f for f in covering if f not in names)
-        else:
+        covering = next((k.finding for k in known if k.covers(code, search, version)), None)
+        if covering is None:
             uncovered.append(search)
+        elif covering not in names:
+            names.append(covering)
     return names, uncovered

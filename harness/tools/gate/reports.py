@@ -52,10 +52,19 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
+#: How a property another search found on the way is described.
+_ON_THE_WAY = {
+    "new": "newly found on the way by",
+    "still": "still found on the way by",
+    "found": "found on the way by",
+    "gone": "no longer found on the way",
+}
+
+
 def comparison(rows: list[Row]) -> str:
-    """Per candidate, its properties by classification (holds left out):
-    each with the searches that found it when others did, and the findings
-    it is known as."""
+    """Per candidate, its properties by classification (those that hold
+    and were found by no search left out): each with what other searches
+    found on the way, and the findings it is known as."""
     lines = []
     for row in rows:
         compared = row.baseline is not None or any(
@@ -67,9 +76,12 @@ def comparison(rows: list[Row]) -> str:
         lines.append(f"{row.name} {against}:")
         groups: dict[str, list[str]] = {}
         for code, entry in row.comparison.items():
-            groups.setdefault(entry["classification"], []).append(_named(code, entry))
-        for kind in ORDER:
-            if kind != HOLDS and kind in groups:
+            kind = entry["classification"]
+            if kind == HOLDS and entry.get("on_the_way"):
+                kind = "on the way"
+            groups.setdefault(kind, []).append(_named(code, entry))
+        for kind in (*ORDER[:-1], "on the way"):
+            if kind in groups:
                 label = kind.upper() if kind == NEW else kind
                 lines.append(f"  {label:<15} {', '.join(groups[kind])}")
         verdict = (f"fails the gate: {', '.join(row.new)}" if row.new
@@ -79,12 +91,16 @@ def comparison(rows: list[Row]) -> str:
 
 
 def _named(code: str, entry: dict) -> str:
-    """``I5 [known F8; found by I6, I9]``."""
+    """``I1 [still found on the way by I8; known F2]``."""
     notes = []
+    way = entry.get("on_the_way")
+    if way == "gone":
+        notes.append(_ON_THE_WAY[way])
+    elif way:
+        others = [s for s in entry.get("found_by", []) if s != code]
+        notes.append(f"{_ON_THE_WAY[way]} {', '.join(others)}")
     if entry.get("known"):
         notes.append("known " + ", ".join(entry["known"]))
-    if entry.get("found_by") and entry["found_by"] != [code]:
-        notes.append("found by " + ", ".join(entry["found_by"]))
     return code + (f" [{'; '.join(notes)}]" if notes else "")
 
 
@@ -157,6 +173,21 @@ def write_junit(rows: list[Row], path: Path) -> None:
                 failure = ET.SubElement(case, "failure", message=f"{code} {verdict['verdict']}",
                                         type="InvariantViolated")
                 failure.text = f"counterexample: {where}"
+        for code in row.new or []:  # failing only through what other searches found
+            if row.verdicts.get(code, {}).get("verdict", "holds") != "holds":
+                continue
+            cases, failures = cases + 1, failures + 1
+            searches = [s for s in row.comparison[code]["not_known"] if s != code]
+            case = ET.SubElement(suite, "testcase", classname=label,
+                                 name=f"{code} found on the way")
+            failure = ET.SubElement(
+                case, "failure", type="InvariantViolated",
+                message=f"{code} newly found on the way by {', '.join(searches)}",
+            )
+            failure.text = "\n".join(
+                f"{s}'s search: {row.verdicts[s]['also_found'][code]}"
+                for s in searches if code in (row.verdicts.get(s, {}).get("also_found") or {})
+            )
         suite.set("tests", str(cases))
         suite.set("failures", str(failures))
         suite.set("errors", str(errors))
