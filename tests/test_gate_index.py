@@ -26,8 +26,9 @@ def test_the_index_is_uvs_then_pips_then_pypi(tmp_path):
                                    "--index", "https://mine.example/simple"]
     (tmp_path / "uv").mkdir()
     (tmp_path / "uv" / "uv.toml").write_text(
-        '[[index]]\nurl = "https://toml.example/simple"\ndefault = true\n', encoding="utf-8")
-    assert index.configured(bare).default == "https://toml.example/simple"
+        '[[index]]\nurl = "https://toml.example/simple"\ndefault = true\n'
+        '[[index]]\nurl = "https://pinned.example/simple"\nexplicit = true\n', encoding="utf-8")
+    assert index.configured(bare) == index.Indexes(default="https://toml.example/simple")
 
 
 def test_releases_are_listed_from_a_simple_index_without_pip(tmp_path, monkeypatch):

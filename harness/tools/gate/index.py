@@ -96,7 +96,7 @@ def configured(environ=None) -> Indexes:
     """The indexes uv would use, from ``environ`` (default: this process')."""
     environ = os.environ if environ is None else environ
     config = _uv_config(environ)
-    declared = config.get("index") or []
+    declared = [i for i in config.get("index") or [] if not i.get("explicit")]
     default = (
         environ.get("UV_DEFAULT_INDEX")
         or environ.get("UV_INDEX_URL")
