@@ -50,7 +50,10 @@ def _parser() -> argparse.ArgumentParser:
         help="run the property suite against agentscope releases, wheels or checkouts",
         description="Run the property suite against each SPEC in its own cached "
         "environment and print SPEC x property verdicts. With no SPEC: the "
-        "release the project pins and the newest release.",
+        "release the project pins and the newest release. With --baseline or "
+        "--known, only a new violation that is not known fails (exit 1). Every "
+        "SPEC and path is checked before any work: a mistake ends the gate at once "
+        "(exit 2; 3 for a SPEC that names no agentscope).",
     )
     gate.add_argument(
         "specs", nargs="*", metavar="SPEC",

@@ -63,7 +63,7 @@ def classify(row: Row, baseline: Row | None, known: list[known_list.Known]) -> N
             compared = usable and code in baseline.verdicts
             kind = (STILL if own_before else NEW) if compared else VIOLATED
         else:
-            kind = FIXED if own_before else HOLDS
+            kind = FIXED if own_before and code in row.verdicts else HOLDS
         entry: dict = {"classification": kind}
         others = [s for s in now.get(code, []) if s != code]
         if others:
