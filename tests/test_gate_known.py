@@ -81,8 +81,8 @@ def test_the_projects_list_covers_every_violation_the_findings_record():
         assert row.new == [], row.name
     # what the searches found on the way (docs/findings.md's table, and the gates of
     # 2.0.9 against 2.0.8 and back), per release
-    both = {"I3": ["I9", "I14"], "I5": ["I6", "I9", "I14"], "I7": ["I14"], "I9": ["I14"],
-            "I10": ["I9", "I14"], "I13": ["I6"]}
+    both = {"I3": ["I9", "I14"], "I5": ["I6", "I9", "I14"], "I7": ["I14"], "I10": ["I9"],
+            "I13": ["I6"]}
     on_the_way = {
         "2.0.8": {**both, "I1": ["I5", "I6", "I7", "I10", "I12", "I13", "I14", "I15"],
                   "I2": ["I5", "I7", "I10"]},
@@ -93,5 +93,7 @@ def test_the_projects_list_covers_every_violation_the_findings_record():
         for code, searches in found.items():
             assert known.findings(entries, code, searches, release)[1] == [], (release, code)
     assert known.findings(entries, "I1", ["I5"], "2.0.11")[1] == ["I5"]  # F1 is fixed there
+    # the double stop during a slow tool was a harness artifact (F11), fixed: not known
+    assert known.findings(entries, "I10", ["I14"], "2.0.11")[1] == ["I14"]
 
 
