@@ -81,3 +81,14 @@ def test_output_paths_are_checked(tmp_path):
         inputs.check_output_folder("--counterexamples", tmp_path / "a-file")
     inputs.check_output_folder("--counterexamples", tmp_path / "new" / "deeper")  # made later
     inputs.check_output_file("--json", tmp_path / "v.json")
+
+
+def test_refusing_a_command_line_does_not_wait_for_agentscope(tmp_path):
+    """The catalog imports agentscope (seconds on a busy machine): a refused
+    command line never needs it."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from harness.tools.cli import main; "
+         "code = main(['gate', '2.0.11', 'abc']); print(code, 'agentscope' in sys.modules)"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60, check=False,
+    )
+    assert done.stdout.split() == ["2", "False"], done.stderr

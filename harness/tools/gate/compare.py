@@ -22,10 +22,8 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
-from properties.catalog import code_order
-
 from . import known as known_list
-from .outcomes import Exit, Row
+from .outcomes import Exit, Row, code_order
 
 NEW, FIXED, STILL, HOLDS, VIOLATED = "new", "fixed", "still violated", "holds", "violated"
 

@@ -30,8 +30,6 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from properties.catalog import BY_CODE
-
 
 class BadList(Exception):
     """The list cannot be read (one line saying where and why)."""
@@ -81,6 +79,8 @@ def _entry(entry, where: str) -> Known:
     missing = [k for k in ("property", "releases", "finding") if not entry.get(k)]
     if missing:
         raise BadList(f"{where}: no {', '.join(missing)}")
+    from properties.catalog import BY_CODE  # pylint: disable=import-outside-toplevel
+
     codes = [entry["property"], *(entry.get("found_by") or [])]
     for code in codes:
         if not isinstance(code, str) or code not in BY_CODE:

@@ -75,6 +75,15 @@ class Row:
             self.outcome = Exit.VIOLATED
 
 
+def code_order(code: str):
+    """The catalog's sort key for property codes (I2 before I10), imported
+    when first needed: the catalog imports agentscope, which a gate refusing
+    its command line must not wait for."""
+    from properties.catalog import code_order as order  # pylint: disable=import-outside-toplevel
+
+    return order(code)
+
+
 def exit_code(rows: list[Row]) -> Exit:
     """The lowest non-zero outcome among ``rows`` (0 if all hold). A row
     whose violations are all known, or were there on the baseline, does not

@@ -7,10 +7,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from pathlib import Path
 
-from properties.catalog import code_order
-
 from .compare import HOLDS, NEW, ORDER
-from .outcomes import COULD_NOT_RUN, MEANING, Exit, Row
+from .outcomes import COULD_NOT_RUN, MEANING, Exit, Row, code_order
 
 
 def table(rows: list[Row]) -> str:
