@@ -11,13 +11,21 @@ targets and the properties it makes hold there:
   loop ending on one failed bus operation (I13);
 - :mod:`reference_fix.stop_reaches_slow_tools` (2.0.7–2.0.11): a tool left
   running, unowned, when its reply is stopped inside the offload window
-  (I14).
+  (I14);
+- :mod:`reference_fix.resubscribe` (2.0.7–2.0.11; four patches, one per
+  dispatcher loop): a dropped pub/sub subscription ending the wake-up
+  dispatcher and the cancel dispatcher's loops for good (I13, F4b).
 
 :func:`apply` applies every fix that targets the installed agentscope.
 """
 from __future__ import annotations
 
-from . import dispatcher_survival, parked_continuation, stop_reaches_slow_tools
+from . import (
+    dispatcher_survival,
+    parked_continuation,
+    resubscribe,
+    stop_reaches_slow_tools,
+)
 from .source_patch import FixRefused, SourcePatch
 
 #: Every fix, in the order they are applied.
@@ -25,6 +33,7 @@ PATCHES: tuple[SourcePatch, ...] = (
     parked_continuation.PATCH,
     dispatcher_survival.PATCH,
     stop_reaches_slow_tools.PATCH,
+    *resubscribe.PATCHES,
 )
 
 
