@@ -14,7 +14,10 @@ targets and the properties it makes hold there:
   (I14);
 - :mod:`reference_fix.resubscribe` (2.0.7–2.0.11; four patches, one per
   dispatcher loop): a dropped pub/sub subscription ending the wake-up
-  dispatcher and the cancel dispatcher's loops for good (I13, F4b).
+  dispatcher and the cancel dispatcher's loops for good (I13, F4b);
+- :mod:`reference_fix.inbox_sweeper` (2.0.7–2.0.11; four patches): what a
+  crashed run's producers deferred to it, or the trigger popped for it,
+  waiting in its inbox for good once its leases expire (I11, F5).
 
 :func:`apply` applies every fix that targets the installed agentscope.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 from . import (
     dispatcher_survival,
+    inbox_sweeper,
     parked_continuation,
     resubscribe,
     stop_reaches_slow_tools,
@@ -34,6 +38,7 @@ PATCHES: tuple[SourcePatch, ...] = (
     dispatcher_survival.PATCH,
     stop_reaches_slow_tools.PATCH,
     *resubscribe.PATCHES,
+    *inbox_sweeper.PATCHES,
 )
 
 
