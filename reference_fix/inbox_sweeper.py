@@ -22,20 +22,22 @@ session id to its user and agent) and a sweeper in the wake-up dispatcher.
   dispatcher arms it (on start, and on every signal; a run's start
   publishes one, so every process's sweeper arms). It reads the list at
   once and then every 30 s, and stops when the list is empty. For each
-  session with no run in this process and no session lock, it looks at the
-  inbox under the inbox lock (drain and put back, as
+  session with no run in this process and no session lock, it takes the
+  inbox lock and, if the session is still listed (another process' sweeper
+  may have taken it), looks at the inbox (drain and put back, as
   ``has_pending_inbox_or_release`` does); if no consumer is registered it
-  takes the session off the list and, if payloads wait, queues a wake-up
-  for them, as a producer would.
+  takes the session off the list and, once the inbox lock is released, if
+  payloads wait, queues a wake-up for them, as a producer would.
 
 Cost: per run, three bus operations (``HSET`` and ``PUBLISH`` at its
 start, ``HDEL`` at its end) and one trigger-queue drain per process for
 that signal; per dispatched trigger, one ``HSET``. Per sweep (30 s) while
 any session is on the list: one ``HGETALL``, one ``EXISTS`` per listed
 session not running in this process, and for a listed session whose lock
-has expired (its run died) the inbox look (lock, drain, a push per
-payload, ``HGET``, unlock), an ``HDEL`` and, when payloads wait, a
-trigger (``RPUSH``, ``PUBLISH``). No operation while nothing runs.
+has expired (its run died) the inbox look (lock, ``HGET`` of the list
+entry, drain, a push per payload, ``HGET`` of the registration, ``HDEL``,
+unlock) and, when payloads wait, a trigger (``RPUSH``, ``PUBLISH``). No
+operation while nothing runs.
 
 Residual window (not reachable in one process): a sweeper in another
 process may find a session listed, unlocked and with an empty inbox while
@@ -176,6 +178,8 @@ SWEEPER = f'''
             MessageBusKeys.inbox_lock(session_id),
             ttl_secs=MessageBusKeys.INBOX_LOCK_TTL_SECS,
         ):
+            if await self._bus.registry_get("{WATCH}", session_id) is None:
+                return  # another process' sweeper took it meanwhile
             # No peek on the bus: drain and put back, in order, under the
             # inbox lock every producer holds too.
             queued: list[dict] = []
@@ -186,15 +190,15 @@ SWEEPER = f'''
                 queued.extend(payload for _entry_id, payload in batch)
             for payload in queued:
                 await self._bus.queue_push(inbox, payload)
-            consumer = await self._bus.registry_get(
+            if await self._bus.registry_get(
                 MessageBusKeys.inbox_consumer(session_id),
                 MessageBusKeys.INBOX_CONSUMER_FIELD,
-            )
-        if consumer is not None:
-            return  # still registered: its lease has not run out
-        # Taken off the list before the wake-up, so the run it spawns
-        # (which lists the session again) stays listed.
-        await self._bus.registry_del("{WATCH}", session_id)
+            ) is not None:
+                return  # still registered: its lease has not run out
+            # Taken off the list under the inbox lock (one sweeper wakes
+            # it), and before the wake-up, so that the run it spawns
+            # (which lists the session again) stays listed.
+            await self._bus.registry_del("{WATCH}", session_id)
         if not queued:
             return
         ids = json.loads(owner)
