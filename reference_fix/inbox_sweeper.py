@@ -98,7 +98,6 @@ SPAWN = """\
 """
 
 SWEEPER = f'''
-
     async def _watch_session(
         self,
         user_id: str,
