@@ -20,7 +20,16 @@ targets and the properties it makes hold there:
   error; the chat endpoint refuses it (409), and a run that still meets
   one (a channel's ``message`` trigger) keeps it for the resume (I8).
   Three patches that apply together (``ChatService.run``, the chat route,
-  ``_run_impl``), one diff.
+  ``_run_impl``), one diff;
+- :mod:`reference_fix.resubscribe` (2.0.7–2.0.11; four patches, one per
+  dispatcher loop): a dropped pub/sub subscription ending the wake-up
+  dispatcher and the cancel dispatcher's loops for good (I13, F4b);
+- :mod:`reference_fix.inbox_sweeper` (2.0.7–2.0.11; four patches): what a
+  crashed run's producers deferred to it, or the trigger popped for it,
+  waiting in its inbox for good once its leases expire (I11, F5).
+
+A fix of several patches ships one diff per release (:data:`FIXES` groups
+them; :mod:`reference_fix.diffs` writes them).
 
 :func:`apply` applies every fix that targets the installed agentscope.
 """
@@ -28,22 +37,29 @@ from __future__ import annotations
 
 from . import (
     dispatcher_survival,
+    inbox_sweeper,
     message_while_parked,
     parked_continuation,
+    resubscribe,
     stop_reaches_slow_tools,
     stops_in_turn_tail,
 )
 from .source_patch import FixRefused, SourcePatch
 
-#: Every fix, in the order they are applied.
-PATCHES: tuple[SourcePatch, ...] = (
-    parked_continuation.PATCH,
-    dispatcher_survival.PATCH,
-    stop_reaches_slow_tools.PATCH,
-    stops_in_turn_tail.PATCH,
-    stops_in_turn_tail.PATCH_WITHOUT_NAMING,
-    *message_while_parked.PATCHES,
-)
+#: Every fix by the name its diff is shipped under, each one or more
+#: patches, in the order they are applied.
+FIXES: dict[str, tuple[SourcePatch, ...]] = {
+    "parked-continuation": (parked_continuation.PATCH,),
+    "dispatcher-survival": (dispatcher_survival.PATCH,),
+    "stop-reaches-slow-tools": (stop_reaches_slow_tools.PATCH,),
+    "stops-in-turn-tail": (stops_in_turn_tail.PATCH, stops_in_turn_tail.PATCH_WITHOUT_NAMING),
+    "message-while-parked": message_while_parked.PATCHES,
+    "resubscribe": resubscribe.PATCHES,
+    "inbox-sweeper": inbox_sweeper.PATCHES,
+}
+
+#: Every patch, in the order they are applied.
+PATCHES: tuple[SourcePatch, ...] = tuple(p for fix in FIXES.values() for p in fix)
 
 
 def applicable() -> list[SourcePatch]:
@@ -112,6 +128,7 @@ def describe(patches=PATCHES) -> str:
 
 
 __all__ = [
+    "FIXES",
     "FixRefused",
     "PATCHES",
     "SourcePatch",

@@ -1,23 +1,67 @@
 """The upstream form of every fix: one unified diff per fix and release.
 
-``python -m reference_fix.diffs`` writes ``patches/agentscope-<release>-<fix>.diff``
-for every fix that targets the installed agentscope; run it once in each
-release's environment. The tests hold each shipped diff equal to the runtime
-change on the release it names.
+A fix that changes several methods is several
+:class:`~reference_fix.source_patch.SourcePatch` objects; its pull request is
+one diff, a file section per module, each against the released module with
+every change to it made (the patches of one module change different parts
+of it). ``python -m reference_fix.diffs`` writes
+``patches/agentscope-<release>-<fix>.diff`` for every fix that targets the
+installed agentscope; run it once in each release's environment. The tests
+hold each shipped diff equal to the runtime change on the release it names.
 """
 from __future__ import annotations
 
+import difflib
+import inspect
 from pathlib import Path
 
-from . import applicable
-from .source_patch import SourcePatch
+from . import FIXES
+from .source_patch import FixRefused, SourcePatch
 
-PATCHES = Path(__file__).resolve().parent.parent / "patches"
+PATCHES_DIR = Path(__file__).resolve().parent.parent / "patches"
 
 
-def diff_path(patch: SourcePatch, release: str) -> Path:
-    """Where the diff of ``patch`` against ``release`` is shipped."""
-    return PATCHES / f"agentscope-{release}-{patch.name}.diff"
+def diff_path(fix: str, release: str) -> Path:
+    """Where the diff of the fix named ``fix`` against ``release`` is shipped."""
+    return PATCHES_DIR / f"agentscope-{release}-{fix}.diff"
+
+
+def combined_diff(patches: tuple[SourcePatch, ...] | list[SourcePatch]) -> str:
+    """``patches`` as one unified diff against the installed agentscope
+    (refused as any of them refuses)."""
+    for patch in patches:
+        why = patch.refusal()
+        if why is not None:
+            raise FixRefused(why)
+    sections = []
+    for module in sorted({p.module for p in patches}):  # one section per file, by path
+        mine = [p for p in patches if p.module == module]
+        path = Path(inspect.getsourcefile(mine[0]._module()))  # pylint: disable=protected-access
+        before = path.read_text(encoding="utf-8")
+        after = before
+        for patch in mine:
+            after = patch._edit(after)  # pylint: disable=protected-access
+        sections.append(
+            "".join(
+                difflib.unified_diff(
+                    before.splitlines(keepends=True),
+                    after.splitlines(keepends=True),
+                    fromfile=f"a/{mine[0].path}",
+                    tofile=f"b/{mine[0].path}",
+                ),
+            ),
+        )
+    return "".join(sections)
+
+
+def for_installed() -> dict[str, str]:
+    """Each fix that targets the installed agentscope: its diff."""
+    diffs = {}
+    for name, patches in FIXES.items():
+        mine = [p for p in patches if p.refusal() is None]
+        if mine:
+            diffs[name] = combined_diff(mine)
+    return diffs
 
 
 def write() -> list[Path]:
@@ -25,9 +69,9 @@ def write() -> list[Path]:
     import agentscope  # pylint: disable=import-outside-toplevel
 
     written = []
-    for patch in applicable():
-        path = diff_path(patch, agentscope.__version__)
-        path.write_text(patch.unified_diff(), encoding="utf-8")
+    for name, diff in for_installed().items():
+        path = diff_path(name, agentscope.__version__)
+        path.write_text(diff, encoding="utf-8")
         written.append(path)
     return written
 

@@ -19,7 +19,7 @@ from properties.machine import machine_enforcing
 from reference_fix import message_while_parked as fix
 from reference_fix.diffs import diff_path
 
-SHIPPED = [diff_path(fix.PATCHES[0], release) for release in ("2.0.7", "2.0.8", "2.0.9", "2.0.10", "2.0.11")]
+SHIPPED = [diff_path("message-while-parked", release) for release in ("2.0.7", "2.0.8", "2.0.9", "2.0.10", "2.0.11")]
 VERSION = agentscope_under_test.version()
 REFUSAL = next((p.refusal() for p in fix.PATCHES if p.refusal() is not None), None)
 needs_target = pytest.mark.skipif(REFUSAL is not None, reason=str(REFUSAL))

@@ -80,7 +80,7 @@ def test_a_second_stop_in_the_clean_up_loses_the_payload_unless_fixed(applied):
 
 
 def test_the_diff_is_the_runtime_change(applied):
-    shipped = diff_path(applied, agentscope_under_test.version()).read_text(encoding="utf-8")
+    shipped = diff_path(applied.name, agentscope_under_test.version()).read_text(encoding="utf-8")
     assert applied.unified_diff().strip() == shipped.strip()
     added = "\n".join(l[1:] for l in shipped.splitlines() if l.startswith("+") and not l.startswith("+++"))
     assert "asyncio.shield(persist_task)" in added and "UserInterruptEvent(" in added

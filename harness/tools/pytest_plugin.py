@@ -136,7 +136,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     import reference_fix  # pylint: disable=import-outside-toplevel
 
     fix = (
-        "ON (" + ", ".join(dict.fromkeys(p.name for p in reference_fix.applied())) + ")"
+        "ON (" + ", ".join(
+            name for name, patches in reference_fix.FIXES.items()
+            if any(p.is_applied() for p in patches)
+        ) + ")"
         if reference_fix.is_applied()
         else "off"
     )

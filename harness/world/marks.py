@@ -17,12 +17,13 @@ FAILURE_REMINDER_MARK = "hit an error while running"
 #: Task names agentscope gives its independent parties: runs
 #: (``chat-run:``, ``wake-run:``, ``resume-run:``), the wake-up dispatcher
 #: and its backoff retries, and the cancel dispatcher's three loops
-#: (``cancel-dispatcher:session``, ``:task``, ``:interrupt``); and, by
+#: (``cancel-dispatcher:session``, ``:task``, ``:interrupt``), the inbox
+#: sweeper the reference fix for F5 adds (``wakeup-sweeper``); and, by
 #: their coroutine's name (agentscope leaves them unnamed), the deliverer of
 #: a background tool's result and the clean-up of its registration, which
 #: outlive the run that offloaded the tool.
 AGENTSCOPE_ACTOR = re.compile(
-    r"(-run:|-retry:|^wakeup-dispatcher$|^cancel-dispatcher:"
+    r"(-run:|-retry:|^wakeup-dispatcher$|^wakeup-sweeper(#\d+)?$|^cancel-dispatcher:"
     r"|^_deliver_when_done(#\d+)?$|^_safe_bg_task_unregister(#\d+)?$)",
 )
 
@@ -41,5 +42,8 @@ AGENTSCOPE_LOGGER = "as"
 AGENTSCOPE_WARNINGS = (
     # agentscope < 2.0.10 leaves a refused run's coroutine unclosed
     "ignore:coroutine 'ChatService.run' was never awaited:RuntimeWarning",
+    # ... and so does it with the inbox-sweeper reference fix, which
+    # recompiles ``ChatService.run`` (hence its name)
+    "ignore:coroutine '_Fixed.run' was never awaited:RuntimeWarning",
     "ignore::DeprecationWarning:agentscope.*",
 )

@@ -53,6 +53,13 @@ Needs ``redis-server`` on PATH and the ``redis`` package, as F5 does.
 Run (from the repository root, with the python of the release to test):
 
     PYTHONPATH=. python docs/findings/confirm/f4b_subscription_drop_ends_dispatcher.py
+
+``--with-fix`` applies the harness's reference fixes first (among them
+``resubscribe``, which makes each dispatcher loop subscribe again and the
+wake-up dispatcher drain once when it has): then the loops survive, both
+later deliveries are dispatched and the script exits 0. It also says
+whether the cancel dispatcher's three loops still run and are subscribed
+(with the fix they must be; this is part of the verdict then).
 """
 from __future__ import annotations
 
@@ -74,16 +81,25 @@ from agentscope.app.message_bus import MessageBusKeys, RedisMessageBus  # noqa: 
 from fakes.model import Text  # noqa: E402
 
 
+WITH_FIX = "--with-fix" in sys.argv[1:]
+if WITH_FIX:
+    import reference_fix  # noqa: E402
+
+    FIXES = [p.name for p in reference_fix.apply()]
+
+
 class CrashLog(logging.Handler):
     """Keeps the "loop crashed" records agentscope logs (and otherwise
-    swallows), with the exception that ended each loop."""
+    swallows), with the exception that ended each loop (with the fix:
+    "subscription failed; resubscribing.")."""
 
     def __init__(self) -> None:
         super().__init__(level=logging.ERROR)
         self.crashes: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if "crashed" in record.getMessage() and record.exc_info:
+        if ("crashed" in record.getMessage() or "resubscrib" in record.getMessage()) \
+                and record.exc_info:
             error = record.exc_info[1]
             kind = f"{type(error).__module__}.{type(error).__qualname__}"
             self.crashes.append(f"{record.getMessage()} <- {kind}: {error}")
@@ -97,6 +113,20 @@ def capture_crashes() -> CrashLog:
         log.setLevel(logging.ERROR)
     log.addHandler(crash_log)
     return crash_log
+
+
+async def cancel_loops_state(dispatcher, admin) -> dict:
+    """Each cancel-dispatcher loop: is its task running, and how many
+    subscribers its channel has."""
+    loops = {
+        "session-cancel": (dispatcher._session_task, MessageBusKeys.session_cancel_channel()),
+        "task-cancel": (dispatcher._task_cancel_task, MessageBusKeys.task_cancel_channel()),
+        "interrupt": (dispatcher._interrupt_task, MessageBusKeys.session_interrupt_channel()),
+    }
+    return {
+        name: (not task.done(), (await admin.pubsub_numsub(channel))[0][1])
+        for name, (task, channel) in loops.items()
+    }
 
 
 def free_port() -> int:
@@ -131,6 +161,8 @@ async def main() -> int:
             say("setup failed: redis-server did not answer")
             return 2
         say(f"agentscope {VERSION}, redis-server on 127.0.0.1:{port}")
+        if WITH_FIX:
+            say(f"reference fixes applied: {', '.join(FIXES)}")
 
         async with RedisMessageBus("127.0.0.1", port) as bus:
             async with app_on(bus, basedir=tmp) as app:
@@ -213,8 +245,18 @@ async def main() -> int:
                                           and not b["wake-ups queued"] else "still waits"),
                     )
 
+                cancel_loops = await cancel_loops_state(app.cancel_dispatcher, admin)
+                say(f"   cancel dispatcher's loops (task running, channel subscribers): {cancel_loops}")
+                cancel_dead = not all(running and subscribers for running, subscribers in cancel_loops.values())
+
                 dead = b["dispatcher task done"]
                 stranded = b["solo's inbox"]
+                if WITH_FIX and cancel_dead and not dead and (a_dispatched or b_dispatched):
+                    say(
+                        f"NOT FIXED on agentscope {VERSION}: the wake-up dispatcher survived, "
+                        "but a cancel dispatcher loop did not",
+                    )
+                    return 1
                 if dead or not (a_dispatched or b_dispatched):
                     say(
                         f"CONFIRMED on agentscope {VERSION}: after the pub/sub connection "

@@ -44,6 +44,13 @@ port in a temporary folder and stops it at the end.
 Run (from the repository root, with the python of the release to test):
 
     PYTHONPATH=. python docs/findings/confirm/f5_crash_strands_inbox.py
+
+``--with-fix`` applies the harness's reference fixes in both processes
+first (among them ``inbox-sweeper``: A's run puts solo on the bus's inbox
+watch list when it starts, and B's wake-up dispatcher, on start, finds solo
+listed with no lock, no registration and a payload waiting, and wakes it):
+then the message reaches solo's context within the 3 s and the script
+exits 0.
 """
 from __future__ import annotations
 
@@ -64,6 +71,7 @@ from agentscope.app.message_bus import MessageBusKeys, RedisMessageBus  # noqa: 
 from fakes.model import Text  # noqa: E402
 
 SESSION_RUN_TTL_SECS = MessageBusKeys.SESSION_RUN_TTL_SECS
+WITH_FIX = "--with-fix" in sys.argv[1:]
 
 
 # ── process A: agentscope's app, until it is killed ──────────────────────
@@ -151,6 +159,7 @@ async def main() -> int:
             say("1. process A takes the user's message; its model is answering")
             child = await asyncio.create_subprocess_exec(
                 sys.executable, __file__, "--process-a", str(tmp), str(port), user, agent, session,
+                *(["--with-fix"] if WITH_FIX else []),
                 stdout=asyncio.subprocess.PIPE,
             )
             line = await asyncio.wait_for(child.stdout.readline(), 30)
@@ -179,6 +188,12 @@ async def main() -> int:
                 await b.settle()
                 stranded = await look(client, session)
                 say(f"   3 s on: {stranded}; runs alive in B: {len(b.registry._tasks)}")
+                if WITH_FIX:
+                    context = await b.context_texts(agent, session)
+                    say(
+                        "   the channel's message in solo's context: "
+                        f"{'new ticket from the support channel' in context}",
+                    )
 
                 say("6. (for information) an unrelated later delivery")
                 await b.deliver(agent, session, hint("another ticket", "channel"))
@@ -209,6 +224,12 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
+    if WITH_FIX:
+        import reference_fix
+
+        FIXES = [p.name for p in reference_fix.apply()]
+        if sys.argv[1:2] != ["--process-a"]:
+            say(f"reference fixes applied (in both processes): {', '.join(FIXES)}")
     if sys.argv[1:2] == ["--process-a"]:
         quiet_agentscope()
         basedir, port, user, agent, session = sys.argv[2:7]

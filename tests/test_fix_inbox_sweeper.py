@@ -1,0 +1,124 @@
+"""The inbox-sweeper fix (F5): what a crashed run's producers deferred to
+it, or the trigger drained for it, is woken for once its leases expire.
+
+Run against whichever agentscope is installed: on a release the fix
+targets, the committed F5 stories fail without it and hold with it; on any
+other release the fix refuses.
+"""
+from __future__ import annotations
+
+import pytest
+from fix_checks import check_diff_file, check_refusals
+
+from properties.story.playback import playing
+from reference_fix import inbox_sweeper
+
+REFUSAL = inbox_sweeper.PATCH.refusal()
+targeted = pytest.mark.skipif(REFUSAL is not None, reason=REFUSAL or "")
+
+#: The machine the committed I11 counterexamples were found on.
+I11_MACHINE = {
+    "enforcing": ["I11"], "crashes": True, "bus_faults": False, "interrupts": False,
+    "parked_messages": False, "messaged": ["leader", "solo"],
+    "sources": ["team member", "channel", "background task"],
+    "turns": ["calls GatedAction", "calls ExternalJob", "answers", "fails"],
+}
+
+
+def test_refuses_releases_and_code_it_was_not_written_for():
+    check_refusals(inbox_sweeper.PATCHES)
+
+
+@targeted
+def test_the_diff_file_is_the_runtime_change():
+    check_diff_file(inbox_sweeper.PATCHES, "inbox-sweeper")
+
+
+def _after_the_crash(story_steps, cast, fixed: bool) -> tuple[str, list[str], bool]:
+    """Play ``story_steps`` (then settle past every lease, as a story's end
+    does): the I11 violation it raised ("" for none), the payloads still
+    queued per session, and whether the world came to rest with nothing
+    watched and no timer left."""
+    patches = inbox_sweeper.PATCHES if fixed else ()
+    for patch in patches:
+        patch.apply()
+    try:
+        with playing(cast=cast, **I11_MACHINE) as story:
+            story_steps(story)
+            world = story.world
+            story.teardown = lambda: None  # the checks below end it
+        broken = ""
+        try:
+            story.settle()
+            world.pass_time(601.0)
+            story.settle()
+            story._check(world.observe(settled=True, past_leases=True))  # pylint: disable=protected-access
+        except AssertionError as violation:
+            broken = str(violation).splitlines()[0]
+        queued = [f"{alias}: {len(world.observe_session(alias).queued)}" for alias in cast]
+        return broken, queued, world.is_settled()
+    finally:
+        story.world.close()
+        for patch in reversed(patches):
+            patch.remove()
+
+
+def _registered_run_crashes(story) -> None:
+    """I11-4c1647af: solo's run, registered as its inbox's consumer, dies
+    after a channel delivered (no wake-up was queued for it)."""
+    story.user_sends_message(model_turn="answers", session="solo")
+    story.payload_arrives(source="channel", to="solo")
+    story.process_crashes(session="solo")
+
+
+def _woken_run_crashes(story) -> None:
+    """I11-598d0461: the dispatcher drains the worker's wake-up and spawns
+    its run, which dies before it consumes the invitation."""
+    story.leader_invites_worker(worker_first_turn="calls GatedAction")
+    story.one_task_takes_a_step(task="wakeup-dispatcher")
+    story.one_task_takes_a_step(task="wakeup-dispatcher")
+    story.process_crashes(session="worker")
+
+
+@targeted
+def test_a_registered_runs_crash_strands_the_payload_unless_fixed():
+    broken, queued, _ = _after_the_crash(_registered_run_crashes, ["leader", "solo"], fixed=False)
+    assert broken.startswith("I11") and queued == ["leader: 0", "solo: 1"]
+    assert _after_the_crash(_registered_run_crashes, ["leader", "solo"], fixed=True) == (
+        "", ["leader: 0", "solo: 0"], True,
+    )
+
+
+@targeted
+def test_a_woken_runs_crash_strands_the_invitation_unless_fixed():
+    cast = ["leader", "worker", "solo"]
+    broken, queued, _ = _after_the_crash(_woken_run_crashes, cast, fixed=False)
+    assert broken.startswith("I11") and queued == ["leader: 0", "worker: 1", "solo: 0"]
+    assert _after_the_crash(_woken_run_crashes, cast, fixed=True) == (
+        "", ["leader: 0", "worker: 0", "solo: 0"], True,
+    )
+
+
+@targeted
+def test_with_nothing_crashed_the_sweeper_stops_and_the_list_empties():
+    """A run that ends takes its session off the watch list; the sweeper
+    reads the empty list and stops, so the world comes to rest (no timer)."""
+    for patch in inbox_sweeper.PATCHES:
+        patch.apply()
+    try:
+        with playing(cast=["leader", "solo"], **I11_MACHINE) as story:
+            story.user_sends_message(model_turn="answers", session="solo")
+            story.payload_arrives(source="channel", to="solo")
+            story.everything_settles()
+            world = story.world
+            assert world.is_settled()
+            trace = world.render_trace().splitlines()
+        task, operation, key = trace[-1].split()[1:4]
+        assert task.startswith("wakeup-sweeper") and (operation, key) == ("registry_getall", "agentscope:inbox:watch")
+        assert trace[-1].endswith("-> 0 fields")
+    finally:
+        for patch in reversed(inbox_sweeper.PATCHES):
+            patch.remove()
+    from agentscope.app._service._chat import ChatService
+
+    assert not hasattr(ChatService, "_watch_inbox"), "remove() takes the added methods away"
