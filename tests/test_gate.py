@@ -104,7 +104,8 @@ def _rows() -> list[Row]:
     violated.judge()
     holds = Row(name="2.0.11", version="2.0.11", verdicts={
         "I1": {"title": "no-error", "verdict": "holds", "counterexample": None},
-        "I2": {"title": "no-reminder", "verdict": "holds", "counterexample": None},
+        "I2": {"title": "no-reminder", "verdict": "holds", "counterexample": None,
+               "windows": {"resumed-turn": 7, "payload-in-parked-tail": 0}},
     })
     holds.judge()
     missing = Row(name="2.0.999").could_not_run(Exit.NOT_AGENTSCOPE, "no such release")
@@ -130,6 +131,7 @@ def test_the_table_shows_each_verdict_and_where_to_look():
     assert "could not run (no such agentscope)" in lines[3]
     assert "2.0.8: I1 VIOLATED -> cx/I1-abcd1234" in text
     assert "2.0.999: could not run: no such release" in text
+    assert "2.0.11: I2 holds, unreached: payload-in-parked-tail" in text  # a hollow "holds"
 
 
 def test_json_and_junit_say_the_same(tmp_path):
@@ -139,6 +141,7 @@ def test_json_and_junit_say_the_same(tmp_path):
     assert data["exit_code"] == 1
     assert [s["outcome"] for s in data["specs"]] == ["violated", "holds", "not_agentscope"]
     assert data["specs"][0]["verdicts"]["I1"]["counterexample"] == "cx/I1-abcd1234"
+    assert data["specs"][1]["verdicts"]["I2"]["windows"] == {"resumed-turn": 7, "payload-in-parked-tail": 0}
     write_junit(rows, tmp_path / "v.xml")
     suites = ET.parse(tmp_path / "v.xml").getroot().findall("testsuite")
     assert [(s.get("tests"), s.get("failures"), s.get("errors")) for s in suites] == [

@@ -47,6 +47,9 @@ def table(rows: list[Row]) -> str:
                 notes.append(f"{name}: {code} {verdict['verdict']} -> {where}")
             for other, where in (verdict.get("also_found") or {}).items():
                 notes.append(f"{name}: {code}'s search also found {other} -> {where}")
+            unreached = [w for w, n in (verdict.get("windows") or {}).items() if not n]
+            if verdict["verdict"] == "holds" and unreached:
+                notes.append(f"{name}: {code} holds, unreached: {', '.join(unreached)}")
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
