@@ -254,7 +254,7 @@ WINDOWS: tuple[Window, ...] = (
     Window("message-while-parked", "the user writes to a parked session",
            lambda story: sum(len(v) for v in story.ledger.parked_messages.values())),
     Window("message-while-busy", "the user writes while a run is in flight",
-           lambda story: sum(1 for _, _, busy in story.ledger.messages if busy)),
+           lambda story: sum(1 for message in story.ledger.messages if message[2])),
     Window("job-finishes", "a background job finishes", lambda story: sum(map(len, story.ledger.jobs_finished.values()))),
 )
 

@@ -78,3 +78,14 @@ def test_a_played_story_counts_its_windows(two_stops):
     reached = windows.count(played, ["stop-while-card-shows", "two-stops-one-run"])
     assert reached["stop-while-card-shows"] >= 1
     assert reached["two-stops-one-run"] == (1 if two_stops else 0)
+
+
+def test_every_window_counts_on_a_played_story_with_every_kind_of_ledger_entry():
+    """Each window reads the ledger as the rules write it (a message sent
+    while a run is in flight counts as ``message-while-busy``)."""
+    with playing(enforcing=["I15"], cast=["leader", "solo"]) as story:
+        story.user_sends_message(session="solo", model_turn="answers")
+        story.user_sends_message(session="solo", model_turn="answers")  # its run is still at its turn tail
+        played = windows.Story(tuple(story.world.interleaver.trace.entries), story.ledger, dict(story.world.sessions))
+        reached = windows.count(played, windows.BY_SLUG)
+    assert reached["message-while-busy"] == 1
