@@ -119,12 +119,17 @@ def applied() -> list[SourcePatch]:
     return [p for p in PATCHES if p.is_applied()]
 
 
-def describe(patches=PATCHES) -> str:
-    """One line per fix: name, what it does, where, what it covers."""
-    return "\n".join(
-        f"{p.name}: {p.what} (agentscope {', '.join(p.targets)}; covers {', '.join(p.covers)})"
-        for p in patches
-    )
+def describe() -> str:
+    """One line per fix: name, what its first patch does, the releases
+    its patches target and what they cover."""
+    lines = []
+    for name, patches in FIXES.items():
+        targets = sorted({t for p in patches for t in p.targets}, key=_release_order)
+        covers = sorted({c for p in patches for c in p.covers}, key=lambda c: int(c[1:]))
+        together = len(patches) > 1 and len({p.targets for p in patches}) == 1  # not per-release variants
+        parts = f" ({len(patches)} patches)" if together else ""
+        lines.append(f"{name}: {patches[0].what}{parts} (agentscope {', '.join(targets)}; covers {', '.join(covers)})")
+    return "\n".join(lines)
 
 
 __all__ = [
