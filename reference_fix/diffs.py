@@ -12,7 +12,6 @@ hold each shipped diff equal to the runtime change on the release it names.
 from __future__ import annotations
 
 import difflib
-import inspect
 from pathlib import Path
 
 from . import FIXES
@@ -36,8 +35,7 @@ def combined_diff(patches: tuple[SourcePatch, ...] | list[SourcePatch]) -> str:
     sections = []
     for module in sorted({p.module for p in patches}):  # one section per file, by path
         mine = [p for p in patches if p.module == module]
-        path = Path(inspect.getsourcefile(mine[0]._module()))  # pylint: disable=protected-access
-        before = path.read_text(encoding="utf-8")
+        _, before = mine[0]._installed_source()  # pylint: disable=protected-access
         after = before
         for patch in mine:
             after = patch._edit(after)  # pylint: disable=protected-access

@@ -43,9 +43,7 @@ message-while-parked.diff``) holds all three.
 """
 from __future__ import annotations
 
-import difflib
-
-from .source_patch import FixRefused, SourcePatch
+from .source_patch import SourcePatch
 
 #: Every release whose source holds the code the three patches replace.
 TARGET_RELEASES = ("2.0.7", "2.0.7.post1", "2.0.8", "2.0.9", "2.0.10", "2.0.11")
@@ -272,20 +270,7 @@ PATCHES: tuple[SourcePatch, ...] = (HELPERS_PATCH, ENDPOINT_PATCH, RUN_PATCH)
 def unified_diff() -> str:
     """The three patches as one unified diff against the installed
     release, one section per file (the route first)."""
-    why = PATCHES[0].refusal()
-    if why is not None:
-        raise FixRefused(why)
-    sections = []
-    for path in dict.fromkeys(p.path for p in sorted(PATCHES, key=lambda p: p.path)):
-        mine = [p for p in PATCHES if p.path == path]
-        _, before = mine[0]._installed_source()  # pylint: disable=protected-access
-        after = before
-        for patch in mine:
-            after = patch._edit(after)  # pylint: disable=protected-access
-        sections.append("".join(difflib.unified_diff(
-            before.splitlines(keepends=True),
-            after.splitlines(keepends=True),
-            fromfile=f"a/{path}",
-            tofile=f"b/{path}",
-        )))
-    return "".join(sections)
+    # imported here: the diffs module imports this package
+    from .diffs import combined_diff  # pylint: disable=import-outside-toplevel
+
+    return combined_diff(PATCHES)
