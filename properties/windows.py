@@ -113,14 +113,19 @@ def payload_in_parked_tail(story: Story) -> int:
     )
 
 
-def stop_while_card_shows(story: Story) -> int:
-    spans = list(_card_to_release(story))
+def _stops_within(story: Story, spans) -> int:
+    """Stops the cancel dispatcher got for a session inside one of its
+    ``(session, first, last)`` spans."""
+    spans = list(spans)
     return sum(1 for n, s in story.interrupts() if any(s == sess and a < n < b for sess, a, b in spans))
+
+
+def stop_while_card_shows(story: Story) -> int:
+    return _stops_within(story, _card_to_release(story))
 
 
 def stop_while_running(story: Story) -> int:
-    spans = list(_run_holds_lock(story))
-    return sum(1 for n, s in story.interrupts() if any(s == sess and a < n < b for sess, a, b in spans))
+    return _stops_within(story, _run_holds_lock(story))
 
 
 def two_stops_one_run(story: Story) -> int:
@@ -223,12 +228,11 @@ def run_dies_registered(story: Story) -> int:
 
 
 def stop_during_slow_tool(story: Story) -> int:
-    spans = list(_held_spans(
+    return _stops_within(story, _held_spans(
         story,
         lambda e: e.op == "log_append" and e.detail == "TOOL_RESULT_START",
         lambda opened, e: e.task == opened.task and e.op == "log_append" and e.detail == "TOOL_RESULT_END",
     ))
-    return sum(1 for n, s in story.interrupts() if any(s == sess and a < n < b for sess, a, b in spans))
 
 
 WINDOWS: tuple[Window, ...] = (
