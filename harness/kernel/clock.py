@@ -9,6 +9,7 @@ trio's ``MockClock`` without autojump: jumping is an explicit step, because
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 #: The virtual epoch: what timestamps read at ``now() == 0``. Naive, as
@@ -21,6 +22,9 @@ class VirtualClock:
 
     def __init__(self) -> None:
         self._now = 0.0
+        #: Called with the seconds that passed, after each move forward:
+        #: what else keeps time (a real Redis server's TTLs) follows.
+        self.followers: list[Callable[[float], None]] = []
 
     def now(self) -> float:
         """Current virtual time in seconds."""
@@ -32,7 +36,10 @@ class VirtualClock:
             raise ValueError(
                 f"virtual time cannot go back from {self._now} to {when}",
             )
-        self._now = when
+        before, self._now = self._now, when
+        if when > before:
+            for follow in list(self.followers):
+                follow(when - before)
 
     def advance_by(self, seconds: float) -> None:
         """Move time forward by ``seconds``."""

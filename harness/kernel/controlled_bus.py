@@ -74,6 +74,7 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         interleaver: Interleaver,
         *,
         deliveries: frozenset[str] = frozenset(),
+        sharing_with: "ControlledBus | None" = None,
     ) -> None:
         self.inner = inner
         self._interleaver = interleaver
@@ -87,6 +88,11 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         self._faults: list[tuple[Op, bool]] = []
         #: Injected faults that fired, in order (armed ones may never fire).
         self.fired: list[Op] = []
+        if sharing_with is not None:
+            # Another process' client of the same server: one record of
+            # what the server saw, and faults armed for whoever calls next.
+            self.appended, self.pushed = sharing_with.appended, sharing_with.pushed
+            self.inside, self._faults, self.fired = sharing_with.inside, sharing_with._faults, sharing_with.fired
 
     def fail_next(self, name: str, key: str, *, after: bool = False) -> None:
         """Make the next ``name`` operation on ``key`` (whoever makes it)

@@ -37,13 +37,14 @@ class SerialStorage:
         async def serialised(*args: Any, **kwargs: Any) -> Any:
             if self._one_at_a_time is None:
                 self._one_at_a_time = asyncio.Lock()
+            await self._interleaver.freeze_if_crashed()
             async with self._one_at_a_time:
                 if not name.startswith(("get_", "list_")):
                     self.writes += 1
-                self._interleaver.storage_call_started()
+                self._interleaver.outside_work_started()
                 try:
                     return await attr(*args, **kwargs)
                 finally:
-                    self._interleaver.storage_call_finished()
+                    self._interleaver.outside_work_finished()
 
         return serialised

@@ -8,9 +8,10 @@ points it runs like ordinary asyncio code.
 
 :meth:`Interleaver.quiesce` is the one primitive everything else is built on
 (trio's ``wait_all_tasks_blocked``): run the loop until no callback is ready
-and no storage call is in flight, i.e. every live task is held at a switch
-point, waiting on a virtual timer, or blocked on something only another task
-can release. At that moment the set of held tasks is a pure function of
+and no outside work is in flight (a storage call, a round trip to a real
+Redis server, a pub/sub message on its way), i.e. every live task is held
+at a switch point, waiting on a virtual timer, or blocked on something only
+another task can release. At that moment the set of held tasks is a pure function of
 the choices made so far, so the choice of which to release next can be a
 Hypothesis draw: it shrinks, and it replays.
 
@@ -69,6 +70,9 @@ class ControlledTask:
         self.qualname = qualname
         self.parent = parent
         self.label: str | None = None
+        #: The process (node) the task runs in: its parent's, or the one
+        #: being set up when it was created.
+        self.node: int = parent.node if parent is not None else 0
         self.pending: Op | None = None
         self.gate: asyncio.Future | None = None
 
@@ -109,10 +113,18 @@ class Interleaver:
         self._finished: list[ControlledTask] = []
         self._label_counts: Counter[str] = Counter()
         self._creating_internal = False
-        self._storage_calls_in_flight = 0
-        self._storage_idle: asyncio.Event | None = None
+        self._outside_work = 0
+        self._outside_idle: asyncio.Event | None = None
         #: Switch points only park tasks while this is set (not in setup).
         self.controlling = False
+        #: The node a task with no controlled parent belongs to.
+        self.building_node = 0
+        #: Whether labels name each task's node (``@n``): worlds of
+        #: several nodes.
+        self.label_nodes = False
+        #: Called before each release: what keeps time outside the loop (a
+        #: real Redis server's clock) is held still between moves.
+        self.before_release: list[Callable[[], None]] = []
         loop.set_task_factory(self._task_factory)
 
     # ── task registry ─────────────────────────────────────────────────
@@ -129,6 +141,8 @@ class Interleaver:
             creator = asyncio.current_task(loop)
             parent = self._records.get(creator) if creator else None
             record = ControlledTask(task, len(self._order), qualname, parent)
+            if parent is None:
+                record.node = self.building_node
             self._records[task] = record
             self._order.append(record)
             self._live.append(record)
@@ -141,6 +155,8 @@ class Interleaver:
             if name.startswith("Task-"):
                 name = record.qualname.split(".")[-1]
             name = self._rename(name)
+            if self.label_nodes:
+                name = f"{name}@{record.node}"
             self._label_counts[name] += 1
             count = self._label_counts[name]
             record.label = name if count == 1 else f"{name}#{count}"
@@ -190,6 +206,25 @@ class Interleaver:
         self._crashed.extend(doomed)
         return doomed
 
+    def crash_node(self, node: int) -> list[ControlledTask]:
+        """Node ``node``'s process dies: every task of it stops where it
+        is (see :meth:`crash`); returns them."""
+        doomed = [r for r in self.tasks() if r.node == node]
+        self._crashed.extend(doomed)
+        return doomed
+
+    def current_crashed(self) -> bool:
+        """Whether the running task belongs to a dead process."""
+        task = asyncio.current_task()
+        record = self._records.get(task) if task else None
+        return record is not None and record in self._crashed
+
+    async def freeze_if_crashed(self) -> None:
+        """A task of a dead process that still wakes (a timer it set)
+        reaches no storage and no bus: it waits here for ever."""
+        if self.current_crashed():
+            await self.loop.create_future()
+
     def crashed(self) -> list[ControlledTask]:
         """Crashed tasks that have not been closed down yet."""
         return [r for r in self._crashed if not r.done]
@@ -228,22 +263,25 @@ class Interleaver:
         """Append an executed operation to the trace."""
         self.trace.record(self.current_label(), op, key, detail)
 
-    # ── storage calls (the only work that leaves the loop's thread) ──
+    # ── outside work (what the loop waits for without a callback) ─────
 
-    def storage_call_started(self) -> None:
-        self._storage_calls_in_flight += 1
+    def outside_work_started(self) -> None:
+        """Work left the loop (a storage call, a Redis round trip, a
+        message on its way to a subscriber): the world is not quiet until
+        it is back."""
+        self._outside_work += 1
         self._idle_event().clear()
 
-    def storage_call_finished(self) -> None:
-        self._storage_calls_in_flight -= 1
-        if self._storage_calls_in_flight == 0:
+    def outside_work_finished(self) -> None:
+        self._outside_work -= 1
+        if self._outside_work == 0:
             self._idle_event().set()
 
     def _idle_event(self) -> asyncio.Event:
-        if self._storage_idle is None:
-            self._storage_idle = asyncio.Event()
-            self._storage_idle.set()
-        return self._storage_idle
+        if self._outside_idle is None:
+            self._outside_idle = asyncio.Event()
+            self._outside_idle.set()
+        return self._outside_idle
 
     # ── driving ───────────────────────────────────────────────────────
 
@@ -263,7 +301,7 @@ class Interleaver:
     async def _until_quiescent(self) -> None:
         while True:
             await asyncio.sleep(0)
-            if self._storage_calls_in_flight:
+            if self._outside_work:
                 await self._idle_event().wait()
                 continue
             if not self.loop.has_ready_callbacks():
@@ -274,9 +312,14 @@ class Interleaver:
         self.run_uncontrolled(self._until_quiescent())
         self._label_new_tasks()
 
-    def spawn(self, coro: Coroutine, label: str) -> ControlledTask:
-        """Start a controlled task and run until it first parks or ends."""
-        task = self.loop.create_task(coro, name=label)
+    def spawn(self, coro: Coroutine, label: str, node: int = 0) -> ControlledTask:
+        """Start a controlled task on ``node`` and run until it first parks
+        or ends."""
+        self.building_node = node
+        try:
+            task = self.loop.create_task(coro, name=label)
+        finally:
+            self.building_node = 0
         record = self._records[task]
         self.quiesce()
         return record
@@ -290,6 +333,8 @@ class Interleaver:
         if not record.held:
             raise RuntimeError(f"{record!r} is not held at a switch point")
         assert record.gate is not None
+        for hold_still in self.before_release:
+            hold_still()
         record.gate.set_result(None)
 
     def settle(
