@@ -10,6 +10,7 @@ interleaving choices are between actors.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from harness.kernel.interleaver import ControlledTask, Interleaver
@@ -18,6 +19,15 @@ from .surface import AGENTSCOPE_ACTOR
 
 #: Prefix of every task the harness starts on someone's behalf.
 HARNESS_ACTOR_PREFIX = "» "
+
+#: The node a label names, in worlds of several nodes (``name@1#2``).
+_NODE_SUFFIX = re.compile(r"@\d+(?=#|$)")
+
+
+def without_node(label: str) -> str:
+    """``label`` without the node it names (``wakeup-dispatcher@1`` is
+    the wake-up dispatcher of node 1)."""
+    return _NODE_SUFFIX.sub("", label)
 
 
 class Actors:
@@ -28,7 +38,7 @@ class Actors:
 
     @staticmethod
     def is_actor(record: ControlledTask) -> bool:
-        label = record.label or ""
+        label = without_node(record.label or "")
         return label.startswith(HARNESS_ACTOR_PREFIX) or bool(
             AGENTSCOPE_ACTOR.search(label),
         )
@@ -57,10 +67,10 @@ class Actors:
         movable = {self.actor_of(r).index for r in self._interleaver.held()}
         return [a for a in self.live() if a.index in movable]
 
-    def start(self, coro, label: str) -> ControlledTask:
-        """Start an action on someone's behalf and let it run to its end
-        (or until it waits for another actor)."""
-        record = self._interleaver.spawn(coro, HARNESS_ACTOR_PREFIX + label)
+    def start(self, coro, label: str, node: int = 0) -> ControlledTask:
+        """Start an action on someone's behalf, on ``node``, and let it run
+        to its end (or until it waits for another actor)."""
+        record = self._interleaver.spawn(coro, HARNESS_ACTOR_PREFIX + label, node)
         self.finish(record)
         return record
 

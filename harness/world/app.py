@@ -179,6 +179,7 @@ async def build_app(
     message_bus: MessageBus,
     *,
     wrap_storage: Callable[[Any], Any] | None = None,
+    sharing_with: AgentscopeApp | None = None,
 ) -> AgentscopeApp:
     """agentscope's app for one story around ``message_bus``.
 
@@ -186,7 +187,9 @@ async def build_app(
     dispatchers are built but not started (see ``WakeupDispatcher``'s and
     ``CancelDispatcher``'s own ``__aenter__``); the caller starts them, in
     that order as agentscope's lifespan does, when it is ready to drive
-    them.
+    them. Another node of the same story passes the first node's app as
+    ``sharing_with``: the story's sessions, teams, model scripts and tool
+    desk are one, whichever process serves them.
     """
     storage = wrap_storage(stage.storage) if wrap_storage else stage.storage
     # Everything agentscope reaches storage through gets the same handle.
@@ -194,8 +197,11 @@ async def build_app(
     access = ResourceAccessService(storage, DenyAllResourceAccessPolicy())
     stack = AsyncExitStack()
     try:
-        book = ScriptBook.open(BOOK_NAME)
-        stack.callback(book.close)
+        if sharing_with is None:
+            book = ScriptBook.open(BOOK_NAME)
+            stack.callback(book.close)
+        else:
+            book = sharing_with.book
         background_tasks = await stack.enter_async_context(
             BackgroundTaskManager(message_bus=message_bus),
         )
@@ -208,7 +214,7 @@ async def build_app(
         )
         if scheduling_off():  # started as the app does, but with nothing to run
             await stack.enter_async_context(scheduler_manager)
-        desk = ToolDesk()
+        desk = ToolDesk() if sharing_with is None else sharing_with.desk
         chat_service = ChatService(
             storage=storage,
             workspace_manager=stage.workspace_manager,
@@ -227,7 +233,7 @@ async def build_app(
             bg_manager=background_tasks,
         )
         stack.push_async_callback(cancel_dispatcher.__aexit__, None, None, None)
-        return AgentscopeApp(
+        app = AgentscopeApp(
             stage=stage,
             bus=message_bus,
             storage=storage,
@@ -241,6 +247,9 @@ async def build_app(
             desk=desk,
             _stack=stack,
         )
+        if sharing_with is not None:
+            app.sessions, app.teams = sharing_with.sessions, sharing_with.teams
+        return app
     except BaseException:
         await stack.aclose()
         raise

@@ -30,6 +30,9 @@ AGENTSCOPE_ACTOR = re.compile(
 #: The task name of the wake-up dispatcher's subscription loop.
 WAKEUP_DISPATCHER = "wakeup-dispatcher"
 
+#: The task name of the Redis bus' lock heartbeat, before the lock's key.
+LOCK_HEARTBEAT = "lock-heartbeat:"
+
 #: A background task's id in its registration key. agentscope draws these
 #: from ``shortuuid`` (no id hook reaches them).
 BACKGROUND_TASK_ID = re.compile(r"(bg_tasks:[^#\s]+#)([A-Za-z0-9]{22})\b")

@@ -38,6 +38,7 @@ from agentscope.state import AgentState
 from fakes.model import ScriptedCredential, register_scripted_credential
 from harness.kernel.clock import VirtualClock
 from harness.kernel.event_loop import VirtualTimeEventLoop
+from harness.kernel.redis_server import RedisServer
 
 from .cast import AIDE, CHIEF, HELPER, INVITE_DESCRIPTIONS, LEADER, SOLO, WORKER
 from .ids import install_deterministic_factories
@@ -75,6 +76,7 @@ class Stage:
         #: How many stories this stage has played (their ids carry it).
         self.stories = 0
         self.members: dict[str, Member] = {}
+        self._redis: RedisServer | None = None
         self._stack = AsyncExitStack()
         self.loop.run_until_complete(self._open())
         silence_agentscope()  # after agentscope configured its own logger
@@ -86,6 +88,13 @@ class Stage:
         if cls._current is None:
             cls._current = cls()
         return cls._current
+
+    def redis_server(self) -> RedisServer:
+        """The process' redis-server, started on first use (a missing
+        binary is one line naming the package to install)."""
+        if self._redis is None:
+            self._redis = RedisServer.start()
+        return self._redis
 
     async def _open(self) -> None:
         install_deterministic_factories(self.clock.timestamp, story=0)
@@ -169,6 +178,8 @@ class Stage:
         self.loop.run_until_complete(self._stack.aclose())
         self.loop.run_until_complete(self.loop.shutdown_asyncgens())
         self.loop.close()
+        if self._redis is not None:
+            self._redis.stop()
         shutil.rmtree(self.basedir, ignore_errors=True)
 
 

@@ -1,10 +1,11 @@
 """One story's world, and the one object the rules talk to.
 
 :class:`World` builds agentscope's app (:mod:`.app`) on the process'
-:class:`~harness.world.stage.Stage`, hands agentscope a
-:class:`~harness.kernel.controlled_bus.ControlledBus` around the fake bus
-and a :class:`~harness.kernel.controlled_storage.SerialStorage` around the
-real storage, starts the real ``WakeupDispatcher`` and ``CancelDispatcher``,
+:class:`~harness.world.stage.Stage` once per node (:mod:`.nodes`), hands
+each a :class:`~harness.kernel.controlled_bus.ControlledBus` around its bus
+(the fake, or agentscope's Redis bus: :mod:`.buses`) and one
+:class:`~harness.kernel.controlled_storage.SerialStorage` around the real
+storage, starts the real ``WakeupDispatcher`` and ``CancelDispatcher``,
 then switches control on. Its methods come in three groups:
 
 - **observe**: :meth:`World.observe` and the small questions a rule's
@@ -19,38 +20,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Coroutine, Iterator
 from typing import Any
 
-from agentscope.app.message_bus import MessageBus, MessageBusKeys
+from agentscope.app.message_bus import MessageBusKeys
 
-from fakes.bus import VirtualRedisBus
 from fakes.model import CallTool, Text, Turn
-from harness.kernel.bus_inspector import inspector_of
-from harness.kernel.controlled_bus import ControlledBus
 from harness.kernel.controlled_storage import SerialStorage
 from harness.kernel.interleaver import ControlledTask, Interleaver, Op
 
 from . import parties
-from .actors import Actors
-from .app import AgentscopeApp, build_app
+from .actors import Actors, without_node
+from .app import AgentscopeApp
+from .buses import bus_for
 from .cast import TEAM_OF, open_cast
+from .deployment import Deployment
 from .failures import FailureWatch
+from .faults import WorldFaults
 from .ids import install_deterministic_factories
 from .invitations import Invitations
 from .naming import Naming
+from .nodes import Node, build_nodes, shut_down, start_nodes
 from .observation import Observation, SessionView
 from .observe import SessionReader
 from .stage import Stage
-from .surface import CANCEL_CHANNELS, WAKEUP_DISPATCHER
+from .surface import WAKEUP_DISPATCHER
 
 
-class World:
+class World(WorldFaults):
     """agentscope's app layer for one story, one task at a time, on
     virtual time."""
 
-    def __init__(self, bus: MessageBus | None = None) -> None:
+    def __init__(self, deployment: Deployment = Deployment()) -> None:
         stage = Stage.shared()
+        self.deployment = deployment
         stage.stories += 1
         self.stage = stage
         self.clock = stage.clock
@@ -64,16 +67,13 @@ class World:
         self._naming = Naming(stage.stories)
         self.interleaver = Interleaver(self.loop, rename=self.alias)
         self.actors = Actors(self.interleaver)
-        raw_bus = bus or VirtualRedisBus(self.clock.now)
-        self.bus = ControlledBus(raw_bus, self.interleaver, deliveries=CANCEL_CHANNELS)
-        self.app: AgentscopeApp = self.interleaver.run_uncontrolled(
-            build_app(
-                stage,
-                self.bus,
-                wrap_storage=lambda s: SerialStorage(s, self.interleaver),
-            ),
-        )
-        self._inspector = inspector_of(raw_bus)
+        buses, self._inspector, self._link = bus_for(deployment, stage, self.interleaver)
+        self.interleaver.label_nodes = deployment.nodes > 1
+        storage = SerialStorage(stage.storage, self.interleaver)
+        #: The deployment's processes; node 0 serves whatever names none.
+        self.nodes: list[Node] = build_nodes(stage, self.interleaver, buses, storage)
+        self.app: AgentscopeApp = self.nodes[0].app
+        self.bus = self.nodes[0].bus
         self._invitations = Invitations(self.app, self.setup)
         self._reader = SessionReader(
             self.app, self.bus, self._inspector, self.interleaver,
@@ -81,6 +81,8 @@ class World:
             setup=self.setup,
         )
         self._failures = FailureWatch(self.loop, self.interleaver, self.bus, self.app.book)
+        #: The session each outside party's action was for.
+        self._acting_for: dict[ControlledTask, str] = {}
         self._closed = False
 
     # ── setting the story up ──────────────────────────────────────────
@@ -102,8 +104,7 @@ class World:
     def start(self) -> None:
         """Start both dispatchers as the app's lifespan does, then take
         control: from here on every bus operation is a switch point."""
-        self.setup(self.app.dispatcher.__aenter__())
-        self.setup(self.app.cancel_dispatcher.__aenter__())
+        start_nodes(self.nodes, self.interleaver)
         self.interleaver.controlling = True
         self.interleaver.quiesce()
 
@@ -122,35 +123,48 @@ class World:
 
     # ── the parties' actions ──────────────────────────────────────────
 
-    def user_posts(self, alias: str, payload) -> bool:
-        """The user posts to ``alias`` through the chat endpoint; whether
-        it was refused (409)."""
-        posted = self.actors.start(
-            parties.post_chat(self.app, self._agents[alias], self.sessions[alias], payload),
-            f"user posts to {alias}",
+    def user_posts(self, alias: str, payload, node: int = 0) -> bool:
+        """The user posts to ``alias`` through node ``node``'s chat
+        endpoint; whether it was refused (409)."""
+        app = self.nodes[node].app
+        posted = self._act(
+            parties.post_chat(app, self._agents[alias], self.sessions[alias], payload),
+            f"user posts to {alias}", alias, node,
         )
         return posted.task.done() and posted.task.result()
 
-    def user_presses_stop(self, alias: str) -> None:
-        """The user presses stop in ``alias``'s session."""
-        self.actors.start(
-            parties.press_stop(self.app, self._agents[alias], self.sessions[alias]),
-            f"user interrupts {alias}",
+    def user_presses_stop(self, alias: str, node: int = 0) -> None:
+        """The user presses stop in ``alias``'s session (served by node
+        ``node``)."""
+        app = self.nodes[node].app
+        self._act(
+            parties.press_stop(app, self._agents[alias], self.sessions[alias]),
+            f"user interrupts {alias}", alias, node,
         )
 
-    def deliver(self, alias: str, payload: dict, source: str) -> None:
-        """``source`` delivers ``payload`` into ``alias``'s inbox."""
-        self.actors.start(
-            parties.deliver(self.app, self._agents[alias], self.sessions[alias], payload),
-            f"{source} delivers to {alias}",
+    def deliver(self, alias: str, payload: dict, source: str, node: int = 0) -> None:
+        """``source``, on node ``node``, delivers ``payload`` into
+        ``alias``'s inbox."""
+        app = self.nodes[node].app
+        self._act(
+            parties.deliver(app, self._agents[alias], self.sessions[alias], payload),
+            f"{source} delivers to {alias}", alias, node,
         )
 
-    def channel_posts(self, alias: str, message) -> None:
-        """A channel's gateway queues ``message`` for ``alias``."""
-        self.actors.start(
-            parties.channel_message(self.app, self._agents[alias], self.sessions[alias], message),
-            f"channel posts to {alias}",
+    def channel_posts(self, alias: str, message, node: int = 0) -> None:
+        """A channel's gateway, on node ``node``, queues ``message`` for
+        ``alias``."""
+        app = self.nodes[node].app
+        self._act(
+            parties.channel_message(app, self._agents[alias], self.sessions[alias], message),
+            f"channel posts to {alias}", alias, node,
         )
+
+    def _act(self, coro, label: str, alias: str, node: int) -> ControlledTask:
+        """An outside party's action for ``alias``, on ``node``."""
+        action = self.actors.start(coro, label, node)
+        self._acting_for[action] = alias
+        return action
 
     def invite(self, member: str, ask) -> None:
         """The user asks ``member``'s leader for help (``ask``, a user
@@ -182,28 +196,6 @@ class World:
         self.app.desk.finish_job(note)
         self.interleaver.quiesce()
 
-    def crash(self, alias: str) -> None:
-        """The process running ``alias``'s run dies mid-flight: no cleanup
-        runs, its leases go unrenewed until they expire, and the rest of
-        the world (the dispatcher, producers, other runs) carries on."""
-        run = self.run_of(alias)
-        doomed = self.interleaver.crash(run)
-        self.app.registry.process_died(run.task)
-        self._inspector.process_died([r.task for r in doomed])
-
-    def fail_next(self, alias: str, kind: str, operation: str, key_of: Callable[[str], str]) -> None:
-        """The next ``operation`` on ``alias``'s key ``key_of(session id)``
-        fails, whoever makes it: ``before`` the bus applies it, ``after``
-        (its reply is lost), the lease's ``renewal`` (now) or ``release``
-        (next time), or its next waiter is ``overtake``-n."""
-        key = key_of(self.sessions[alias])
-        staged = {"renewal": self._inspector.renewal_fails, "release": self._inspector.release_fails,
-                  "overtake": self._inspector.waiter_overtaken}
-        if kind in staged:
-            staged[kind](key)
-        else:
-            self.bus.fail_next(operation, key, after=kind == "after")
-
     # ── control ───────────────────────────────────────────────────────
 
     def run_of(self, alias: str) -> ControlledTask | None:
@@ -213,14 +205,21 @@ class World:
         return self._run_of_id(self.sessions[alias])
 
     def _run_of_id(self, session_id: str) -> ControlledTask | None:
-        task = self.app.registry.get(session_id)
-        if task is None or task.done():
-            return None
-        return next((r for r in self.interleaver.tasks() if r.task is task), None)
+        for node in self.nodes:
+            task = node.app.registry.get(session_id)
+            if task is not None and not task.done():
+                return next((r for r in self.interleaver.tasks() if r.task is task), None)
+        return None
 
-    def dispatcher(self) -> ControlledTask | None:
-        """The wake-up dispatcher's subscription loop, while it lives."""
-        return next((r for r in self.actors.live() if r.label == WAKEUP_DISPATCHER), None)
+    def dispatcher(self, node: int = 0) -> ControlledTask | None:
+        """Node ``node``'s wake-up dispatcher loop, while it lives."""
+        return next(
+            (
+                r for r in self.actors.live()
+                if r.node == node and without_node(r.label) == WAKEUP_DISPATCHER
+            ),
+            None,
+        )
 
     def movable_tasks(self) -> list[str]:
         """Labels of the actors that could take a step now, sorted."""
@@ -246,9 +245,9 @@ class World:
         if run is not None:
             self.actors.finish(run)
 
-    def finish_dispatcher(self) -> None:
-        """The wake-up dispatcher goes on until it must wait."""
-        dispatcher = self.dispatcher()
+    def finish_dispatcher(self, node: int = 0) -> None:
+        """Node ``node``'s wake-up dispatcher goes on until it must wait."""
+        dispatcher = self.dispatcher(node)
         if dispatcher is not None:
             self.actors.finish(dispatcher)
 
@@ -279,18 +278,23 @@ class World:
     def spawned_runs_take_their_turn(self, mid_answer: bool) -> Iterator[None]:
         """Runs spawned inside the block take their first turn, up to its
         tail (or, ``mid_answer``, until their model is answering)."""
-        spawned = len(self.app.registry.spawned)
+        spawned = [len(n.app.registry.spawned) for n in self.nodes]
         yield
-        for task in self.app.registry.spawned[spawned:]:
-            alias = next(
-                (a for a, sid in self.sessions.items() if self.app.registry.get(sid) is task),
-                None,
-            )
-            run = self.run_of(alias) if alias else None
-            if run is not None and mid_answer:
-                self._run_to_model_call(run)
-            elif run is not None:
-                self._run_to_turn_tail(alias, run)
+        for node, before in zip(self.nodes, spawned):
+            for task in node.app.registry.spawned[before:]:
+                self._take_first_turn(node, task, mid_answer)
+
+    def _take_first_turn(self, node: Node, task: asyncio.Task, mid_answer: bool) -> None:
+        """A run just spawned on ``node`` takes its first turn."""
+        alias = next(
+            (a for a, sid in self.sessions.items() if node.app.registry.get(sid) is task),
+            None,
+        )
+        run = self.run_of(alias) if alias else None
+        if run is not None and mid_answer:
+            self._run_to_model_call(run)
+        elif run is not None:
+            self._run_to_turn_tail(alias, run)
 
     def settle(self) -> None:
         """Let everything run to rest, with time passing as needed."""
@@ -307,7 +311,7 @@ class World:
         self._invitations.meet(self._meet)
         return Observation(
             past_leases=past_leases,
-            dispatcher_alive=self.dispatcher() is not None,
+            dispatcher_alive=all(self.dispatcher(n) is not None for n in self.live_nodes()),
             sessions={
                 alias: self._reader.view(session_id, alias)
                 for alias, session_id in self.sessions.items()
@@ -332,17 +336,15 @@ class World:
             return []
         return self.app.desk.running_jobs(self.sessions[alias])
 
-    def can_crash(self, alias: str) -> bool:
-        """A live run, stopped at a bus operation with all its helpers."""
-        run = self.run_of(alias)
-        if run is None or not run.held:
-            return False
-        return all(r.held for r in self.actors.working_for(run))
-
-    def dispatcher_waiting(self) -> bool:
-        """The wake-up dispatcher is held at a bus operation (has work)."""
-        dispatcher = self.dispatcher()
+    def dispatcher_waiting(self, node: int = 0) -> bool:
+        """Node ``node``'s wake-up dispatcher is held at a bus operation
+        (has work)."""
+        dispatcher = self.dispatcher(node)
         return dispatcher is not None and dispatcher.held
+
+    def waiting_dispatchers(self) -> list[int]:
+        """The nodes whose wake-up dispatcher has work."""
+        return [n for n in self.live_nodes() if self.dispatcher_waiting(n)]
 
     def has_timer(self) -> bool:
         """Some timer is pending: time passing would change something."""
@@ -386,15 +388,8 @@ class World:
         self._failures.close()
 
     async def _shutdown(self) -> None:
-        await self.app.cancel_dispatcher.__aexit__(None, None, None)
-        await self.app.dispatcher.__aexit__(None, None, None)
-        pending = [
-            r.task
-            for r in self.interleaver.tasks() + self.interleaver.crashed()
-            if r.task is not asyncio.current_task()
-        ]
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        await self.app.close()
-
+        await shut_down(self.nodes, self.interleaver)
+        if self._link is not None:
+            self.clock.followers.remove(self._link.follow_clock)
+            for pool in self._link.pools:
+                await pool.aclose()

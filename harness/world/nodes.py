@@ -1,0 +1,101 @@
+"""The processes of a deployment: one :class:`Node` per process' worth of
+agentscope (its ``ChatService``, run registry, both dispatchers and bus
+client), all sharing the story's storage and, with Redis, one server.
+
+Node 0 is the only one on the fake bus. Several nodes each get their own
+client of the server, wrapped in a
+:class:`~harness.kernel.controlled_bus.ControlledBus` that shares its
+records (events, pushes, lock holders, armed faults) with node 0's: what
+the server saw, whoever asked.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+from agentscope.app.message_bus import MessageBus
+
+from harness.kernel.controlled_bus import ControlledBus
+from harness.kernel.interleaver import Interleaver
+
+from .app import AgentscopeApp, build_app
+from .stage import Stage
+from .surface import CANCEL_CHANNELS
+
+
+@dataclass
+class Node:
+    """One process: agentscope's app and its client of the bus."""
+
+    index: int
+    app: AgentscopeApp
+    bus: ControlledBus
+    alive: bool = True
+
+
+def build_nodes(
+    stage: Stage,
+    interleaver: Interleaver,
+    buses: list[MessageBus],
+    storage,
+) -> list[Node]:
+    """One node per bus, built as agentscope's lifespan builds its app."""
+    nodes: list[Node] = []
+    for index, raw in enumerate(buses):
+        first = nodes[0] if nodes else None
+        bus = ControlledBus(
+            raw, interleaver, deliveries=CANCEL_CHANNELS,
+            sharing_with=first.bus if first else None,
+        )
+        with building(interleaver, index):
+            app = interleaver.run_uncontrolled(
+                build_app(
+                    stage, bus, wrap_storage=lambda _: storage,
+                    sharing_with=first.app if first else None,
+                ),
+            )
+        nodes.append(Node(index, app, bus))
+    return nodes
+
+
+@contextlib.contextmanager
+def building(interleaver: Interleaver, index: int):
+    """Tasks created inside the block belong to node ``index``."""
+    interleaver.building_node = index
+    try:
+        yield
+    finally:
+        interleaver.building_node = 0
+
+
+def start_nodes(nodes: list[Node], interleaver: Interleaver) -> None:
+    """Each node starts its wake-up and cancel dispatchers, in that order,
+    as agentscope's lifespan does."""
+    for node in nodes:
+        with building(interleaver, node.index):
+            interleaver.run_uncontrolled(node.app.dispatcher.__aenter__())
+            interleaver.run_uncontrolled(node.app.cancel_dispatcher.__aenter__())
+
+
+async def shut_down(nodes: list[Node], interleaver: Interleaver) -> None:
+    """Stop the live nodes' dispatchers, every task, and the apps; a dead
+    node's app is dropped (its process is gone), but the story's script
+    book is closed whichever node owned it."""
+    for node in nodes:
+        if node.alive:
+            await node.app.cancel_dispatcher.__aexit__(None, None, None)
+            await node.app.dispatcher.__aexit__(None, None, None)
+    pending = [
+        r.task
+        for r in interleaver.tasks() + interleaver.crashed()
+        if r.task is not asyncio.current_task()
+    ]
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    for node in reversed(nodes):
+        if node.alive:
+            await node.app.close()
+        elif node.index == 0:
+            node.app.book.close()
