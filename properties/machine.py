@@ -22,6 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 
 from harness.kernel.interleaver import DidNotSettle
 from harness.world.cast import CHIEF, LEADER, SOLO, WORKER
+from harness.world.deployment import Deployment
 from harness.world.observation import Observation
 from harness.world.world import World
 
@@ -30,7 +31,7 @@ from .catalog import BY_CODE, ON_TRANSITION, PAST_LEASES
 from .ledger import Ledger
 from .rules.agentscope_parties import AgentscopeRules
 from .rules.background import BackgroundJobs
-from .rules.faults import BusFaults, Crashes
+from .rules.faults import BusFaults, Crashes, NodeCrashes
 from .rules.producers import ProducerRules
 from .rules.questions import Questions
 from .rules.teams import SeveralTeams, TeamRules
@@ -54,6 +55,17 @@ FOUND_ON_THE_WAY: dict = {}
 #: Per property searched in this process: how often its stories reached
 #: each of its windows (cleared when its test starts).
 WINDOWS_REACHED: dict[str, Counter] = {}
+
+#: The deployment :func:`machine_for` builds stories on (the pytest
+#: plugin's ``--bus`` and ``--nodes`` set it).
+DEPLOYMENT = Deployment()
+
+
+def use_deployment(deployment: Deployment) -> None:
+    """Search on ``deployment`` from now on."""
+    global DEPLOYMENT  # pylint: disable=global-statement
+    DEPLOYMENT = deployment
+
 
 #: The rules each flag turns on.
 OPTIONAL_RULES: dict[str, type] = {
@@ -90,6 +102,10 @@ class HitlMachine(
     streaming: bool = False
     several_teams: bool = False
     background_jobs: bool = False
+    #: The deployment: which bus, how many nodes (see
+    #: :class:`~harness.world.deployment.Deployment`).
+    bus: str = "fake"
+    nodes: int = 1
 
     #: Flags reported in :meth:`configuration` only when set (so stories
     #: of machines without them keep the names they always had).
@@ -97,7 +113,7 @@ class HitlMachine(
 
     def __init__(self) -> None:
         super().__init__()
-        self.world = World()
+        self.world = World(Deployment(self.bus, self.nodes))
         self.ledger = Ledger()
         self._markers = itertools.count(1)
         self._last_parked = LastParked()
@@ -128,7 +144,9 @@ class HitlMachine(
             "crashes": cls.crashes,
             "bus_faults": cls.bus_faults,
             "interrupts": cls.interrupts,
-        } | {flag: True for flag in cls.LATER_FLAGS if getattr(cls, flag)}
+        } | {flag: True for flag in cls.LATER_FLAGS if getattr(cls, flag)} | Deployment(
+            cls.bus, cls.nodes,
+        ).configuration()
 
     # ── what rules share ──────────────────────────────────────────────
 
@@ -240,11 +258,15 @@ def machine_enforcing(*codes: str, **narrowing) -> type[HitlMachine]:
     narrows ``turns`` or ``cast``, or sets flags, which bring their rules)."""
     flags = {**{f: getattr(HitlMachine, f) for f in OPTIONAL_RULES}, **narrowing}
     mixins = tuple(rules for flag, rules in OPTIONAL_RULES.items() if flags.get(flag))
+    if flags.get("crashes") and narrowing.get("nodes", 1) > 1:
+        mixins = (NodeCrashes, *mixins)
     name = "HitlMachine_" + "_".join(codes)
     return type(name, (*mixins, HitlMachine), {"checked": frozenset(codes), **narrowing})
 
 
 def machine_for(code: str) -> type[HitlMachine]:
     """The machine that searches property ``code``, as its catalog record
-    says."""
-    return machine_enforcing(code, **BY_CODE[code].machine)
+    says, on the deployment in use."""
+    return machine_enforcing(
+        code, **BY_CODE[code].machine, bus=DEPLOYMENT.bus, nodes=DEPLOYMENT.nodes,
+    )

@@ -14,6 +14,7 @@ from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from properties.catalog import PROPERTIES, Property
+import properties.machine
 from properties.machine import machine_for
 
 
@@ -21,7 +22,10 @@ from properties.machine import machine_for
 @pytest.mark.parametrize("prop", PROPERTIES, ids=lambda p: p.test_id)
 def test_invariant_holds(prop: Property) -> None:
     steps = max(settings.default.stateful_step_count, prop.story_steps or 0)
+    # Every action of a story of several nodes also chooses its node: the
+    # search gets as many stories per node.
+    examples = settings.default.max_examples * properties.machine.DEPLOYMENT.nodes
     run_state_machine_as_test(
         machine_for(prop.code),
-        settings=settings(stateful_step_count=steps),
+        settings=settings(stateful_step_count=steps, max_examples=examples),
     )

@@ -26,7 +26,7 @@ from .ledger import Ledger
 
 PARKING = ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
 ANSWERS = ("USER_CONFIRM_RESULT", "EXTERNAL_EXECUTION_RESULT")
-RUN_TASK = re.compile(r"^(chat|wake|resume)-run:([^#]+)")
+RUN_TASK = re.compile(r"^(chat|wake|resume)-run:([^#@]+)")
 
 
 @dataclass(frozen=True)

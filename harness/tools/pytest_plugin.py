@@ -27,6 +27,8 @@ import pytest
 from hypothesis import settings
 
 from harness.world import agentscope_under_test
+from harness.kernel.redis_server import RedisServerMissing, redis_server_binary
+from harness.world.deployment import BUSES, DEFAULT_REDIS_NODES, Deployment, DeploymentRefused
 from harness.world.marks import AGENTSCOPE_WARNINGS
 from harness.world.quiet import silence_agentscope
 
@@ -51,6 +53,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="apply every reference fix that targets the agentscope under "
         "test before running (refused on a release no fix targets)",
+    )
+    group.addoption(
+        "--bus",
+        choices=BUSES,
+        default=None,
+        help="the bus stories run on: 'fake' (default), or 'redis': agentscope's "
+        "RedisMessageBus on a real redis-server the harness starts (Debian's "
+        "redis-server package)",
+    )
+    group.addoption(
+        "--nodes",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"processes' worth of agentscope sharing the Redis server and the "
+        f"storage (default {DEFAULT_REDIS_NODES} with --bus redis; the fake bus is one)",
     )
     group.addoption(
         "--counterexamples",
@@ -81,7 +99,9 @@ _ROOT = Path(__file__).resolve().parents[2]
 _ACTIVE = pytest.StashKey[bool]()
 
 #: Options that ask for the harness whatever is collected.
-_HARNESS_OPTIONS = ("--hitl-harness", "--reference-fix", "--verdicts-json", "--verdict-lines")
+_HARNESS_OPTIONS = (
+    "--hitl-harness", "--reference-fix", "--verdicts-json", "--verdict-lines", "--bus", "--nodes",
+)
 
 
 def _own_folders() -> list[Path]:
@@ -121,6 +141,18 @@ def pytest_configure(config: pytest.Config) -> None:
         _SAY_VERDICTS.append(True)
     for line in AGENTSCOPE_WARNINGS:
         config.addinivalue_line("filterwarnings", line)
+    try:
+        deployment = Deployment.of(config.getoption("--bus"), config.getoption("--nodes"))
+    except DeploymentRefused as refused:
+        raise pytest.UsageError(str(refused)) from None
+    if deployment.bus == "redis":
+        try:
+            redis_server_binary()  # a missing server is one line, before any test
+        except RedisServerMissing as missing:
+            raise pytest.UsageError(str(missing)) from None
+    import properties.machine  # pylint: disable=import-outside-toplevel
+
+    properties.machine.use_deployment(deployment)
     if config.getoption("--reference-fix"):
         import reference_fix  # pylint: disable=import-outside-toplevel
 
@@ -147,7 +179,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"hitl-harness: testing {agentscope_under_test.describe()}",
         f"hitl-harness: reference fix {fix}; hypothesis profile "
         f"{settings._current_profile}",  # pylint: disable=protected-access
+        f"hitl-harness: {_deployment_in_use()}",
     ]
+
+
+def _deployment_in_use() -> str:
+    import properties.machine  # pylint: disable=import-outside-toplevel
+
+    return str(properties.machine.DEPLOYMENT)
 
 
 # ── counterexamples ───────────────────────────────────────────────────

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from .story_rule import Movable, Where, story_rule
-from .vocabulary import DURATIONS, SPAWNED_TAKE_A_TURN
+from .story_rule import Movable, OnNode, Where, story_rule
+from .vocabulary import DURATIONS, SPAWNED_TAKE_A_TURN, on
 
 
 class AgentscopeRules:
@@ -33,15 +33,18 @@ class AgentscopeRules:
         self.world.finish_run(session)
 
     @story_rule(
-        when=lambda self: self.world.dispatcher_waiting(),
-        says=lambda: f"The wake-up dispatcher drains its trigger queue {SPAWNED_TAKE_A_TURN}.",
+        when=lambda self: bool(self.world.waiting_dispatchers()),
+        node=OnNode("waiting_dispatchers"),
+        says=lambda node=None: (
+            f"The wake-up dispatcher{on(node)} drains its trigger queue {SPAWNED_TAKE_A_TURN}."
+        ),
     )
-    def dispatcher_processes_queue(self) -> None:
+    def dispatcher_processes_queue(self, node: int | None = None) -> None:
         """The wake-up dispatcher drains its trigger queue: it spawns runs
         (each takes its turn and stops at its turn tail), drops wake-ups of
         parked sessions, re-queues triggers of busy ones after a backoff."""
         with self.world.spawned_runs_take_their_turn(mid_answer=self.streaming):
-            self.world.finish_dispatcher()
+            self.world.finish_dispatcher(node or 0)
 
     @story_rule(
         when=lambda self: bool(self.world.movable_tasks()),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from .story_rule import Where, story_rule
+from .story_rule import OnNode, Where, story_rule
 from .vocabulary import BUS_FAULT_WORDS, BUS_FAULTS
 
 
@@ -29,6 +29,27 @@ class Crashes:
         self.world.crash(session)
         self.ledger.faults.add(session)
         self.ledger.crashed.add(session)
+
+
+class NodeCrashes:
+    """A whole node dies (machines with ``crashes``, in worlds of several
+    nodes)."""
+
+    @story_rule(
+        when=lambda self: len(self.world.live_nodes()) > 1,
+        node=OnNode(),
+        says=lambda node=None: (
+            f"Node {node}'s process dies: its runs, dispatchers and deliveries stop "
+            "where they are, its connections drop, its leases run out unrenewed."
+        ),
+    )
+    def node_dies(self, node: int | None = None) -> None:
+        """A node's process dies (a redeploy, the OOM killer); the other
+        nodes carry on. The sessions it was working for are touched by a
+        fault."""
+        touched = self.world.crash_node(node or 0)
+        self.ledger.faults |= touched
+        self.ledger.crashed |= touched
 
 
 class BusFaults:

@@ -6,7 +6,8 @@ import json
 
 from agentscope.message import HintBlock
 
-from .story_rule import Chosen, Where, story_rule
+from .story_rule import Chosen, OnNode, Where, story_rule
+from .vocabulary import on
 
 
 class ProducerRules:
@@ -15,9 +16,12 @@ class ProducerRules:
     @story_rule(
         source=Chosen("sources"),
         to=Where("exists"),
-        says=lambda source, to: f"A {source} delivers a message to {to}'s inbox (deliver_to_inbox).",
+        node=OnNode(),
+        says=lambda source, to, node=None: (
+            f"A {source}{on(node)} delivers a message to {to}'s inbox (deliver_to_inbox)."
+        ),
     )
-    def payload_arrives(self, source: str, to: str) -> None:
+    def payload_arrives(self, source: str, to: str, node: int | None = None) -> None:
         """A team message, a channel message or a background-task result
         lands in a session's inbox through ``deliver_to_inbox``."""
         marker = f"payload-{self.next_marker()} from {source}"
@@ -26,4 +30,4 @@ class ProducerRules:
             source=json.dumps({"label": source, "sublabel": "harness"}),
         )
         self.ledger.deliver(to, marker)
-        self.world.deliver(to, hint.model_dump(mode="json"), source)
+        self.world.deliver(to, hint.model_dump(mode="json"), source, node or 0)

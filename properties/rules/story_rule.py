@@ -120,6 +120,45 @@ class Movable:
 
 
 @dataclass(frozen=True)
+class OnNode:
+    """The node (process) that serves an action: one of the world's
+    ``among`` (a method returning node numbers). Drawn and recorded only in
+    worlds of several nodes: in a one-node world it is ``None`` and left
+    out of the story, which stays as it was before nodes existed."""
+
+    among: str = "live_nodes"
+    #: May be missing from a recorded step (a one-node story).
+    optional = True
+
+    def strategy(self) -> st.SearchStrategy:
+        def options(machine) -> st.SearchStrategy:
+            if machine.nodes == 1:
+                return st.just(None)
+            values = getattr(machine.world, self.among)()
+            return st.sampled_from(values) if values else st.nothing()
+
+        return st.runner().flatmap(options)
+
+    def refusal(self, machine, value) -> str | None:
+        if value is None:
+            return None if machine.nodes == 1 else "no node is named in a story of several nodes"
+        if not 0 <= value < machine.nodes:
+            return f"node {value!r} is not one of the story's {machine.nodes} nodes"
+        if value not in getattr(machine.world, self.among)():
+            return Refusal.by_world(f"node {value} is not one of {self.among.replace('_', ' ')}")
+        return None
+
+
+def recorded(arguments: dict, kinds: dict) -> dict:
+    """A step's arguments as its story records them: an optional argument
+    that was not drawn (``None``) is left out."""
+    return {
+        name: value for name, value in arguments.items()
+        if not (value is None and getattr(kinds.get(name), "optional", False))
+    }
+
+
+@dataclass(frozen=True)
 class RuleSpec:
     """What the registry knows of one rule."""
 
@@ -134,6 +173,8 @@ class RuleSpec:
             return Refusal.by_world("its precondition is false")
         for name, kind in self.arguments.items():
             if name not in arguments:
+                if getattr(kind, "optional", False):
+                    continue
                 return f"argument {name!r} is missing"
             refusal = getattr(kind, "refusal", None)
             reason = refusal(machine, arguments[name]) if refusal else None
@@ -170,7 +211,7 @@ def story_rule(*, says: Callable[..., str], when: Callable | None = None, **argu
                 if reason is not None:
                     kind = StoryDiverged if getattr(reason, "diverged", False) else StepDoesNotApply
                     raise kind(f"step {len(self.steps) + 1}: rule {spec.name} does not apply: {reason}")
-            self.steps.append(Step(body.__name__, given))
+            self.steps.append(Step(body.__name__, recorded(given, arguments)))
             try:
                 body(self, **given)
                 self.check_now()

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from harness.world.cast import TEAM_OF
 
-from .story_rule import Chosen, Where, story_rule
-from .vocabulary import AT_TURN_TAIL, BACKGROUND, turn_in_words
+from .story_rule import Chosen, OnNode, Where, story_rule
+from .vocabulary import AT_TURN_TAIL, BACKGROUND, on, turn_in_words
 
 
 class UserRules:
@@ -27,20 +27,21 @@ class UserRules:
         when=lambda self: any(map(self.takes_messages, self.cast)),
         session=Where("takes_messages"),
         model_turn=Chosen("turns"),
-        says=lambda session, model_turn: (
-            f"The user sends {session} a message through the chat endpoint; "
+        node=OnNode(),
+        says=lambda session, model_turn, node=None: (
+            f"The user sends {session} a message through the chat endpoint{on(node)}; "
             f"{session}'s model {turn_in_words(model_turn)}. "
             + ("The run waits for the job." if model_turn == BACKGROUND else AT_TURN_TAIL)
         ),
     )
-    def user_sends_message(self, session: str, model_turn: str) -> None:
+    def user_sends_message(self, session: str, model_turn: str, node: int | None = None) -> None:
         """A user message through the chat endpoint, which spawns a run
         directly (or answers 409 while one is in flight). The run takes its
         turn (the model does ``model_turn``) and stops at its turn tail."""
         self.script(session, model_turn)
         busy, parked = self._sending_to(session)
         with self.world.spawned_runs_take_their_turn(mid_answer=self.streaming):
-            refused = self.world.user_posts(session, UserMsg(name="user", content="please help"))
+            refused = self.world.user_posts(session, UserMsg(name="user", content="please help"), node or 0)
         self.ledger.message_sent(session, refused, busy, parked)
 
     def _sending_to(self, session: str) -> tuple[bool, bool]:
@@ -54,16 +55,19 @@ class UserRules:
         session=Where("asks_confirmation"),
         decision=st.sampled_from(("confirms", "denies")),
         posted_to_leader=st.booleans(),
-        says=lambda session, decision, posted_to_leader: (
+        node=OnNode(),
+        says=lambda session, decision, posted_to_leader, node=None: (
             f"The user {decision} {session}'s pending tool call"
             + (
                 f" from the {TEAM_OF[session]}'s session (agentscope routes it to the {session})"
                 if posted_to_leader and session in TEAM_OF else ""
             )
-            + "."
+            + f"{on(node)}."
         ),
     )
-    def user_answers_confirmation(self, session: str, decision: str, posted_to_leader: bool) -> None:
+    def user_answers_confirmation(
+        self, session: str, decision: str, posted_to_leader: bool, node: int | None = None,
+    ) -> None:
         """The user answers a confirmation card. A worker's card is shown
         in the leader's session too; posted there, the endpoint routes the
         answer on to the worker."""
@@ -79,14 +83,17 @@ class UserRules:
             ],
         )
         post_to = TEAM_OF.get(session, session) if posted_to_leader else session
-        self.world.user_posts(post_to, answer)
+        self.world.user_posts(post_to, answer, node or 0)
 
     @story_rule(
         when=lambda self: self.any_open("REQUIRE_EXTERNAL_EXECUTION"),
         session=Where("awaits_result"),
-        says=lambda session: f"The external system posts the result of {session}'s submitted job.",
+        node=OnNode(),
+        says=lambda session, node=None: (
+            f"The external system posts the result of {session}'s submitted job{on(node)}."
+        ),
     )
-    def external_result_arrives(self, session: str) -> None:
+    def external_result_arrives(self, session: str, node: int | None = None) -> None:
         """The external system posts the result of a submitted job."""
         ask, calls = self._answer(session, "REQUIRE_EXTERNAL_EXECUTION")
         result = ExternalExecutionResultEvent(
@@ -101,7 +108,7 @@ class UserRules:
                 for call in calls
             ],
         )
-        self.world.user_posts(session, result)
+        self.world.user_posts(session, result, node or 0)
 
     def _answer(self, session: str, kind: str) -> tuple[dict, list[ToolCallBlock]]:
         """The open request of ``kind`` and its calls, recorded as answered
@@ -119,13 +126,14 @@ class Interrupts:
     @story_rule(
         when=lambda self: any(map(self.interruptible, self.cast)),
         session=Where("interruptible"),
-        says=lambda session: (
-            f"The user presses stop on {session} (agentscope's interrupt route: "
+        node=OnNode(),
+        says=lambda session, node=None: (
+            f"The user presses stop on {session}{on(node)} (agentscope's interrupt route: "
             "a run holding the session lock is cancelled through the cancel "
             "dispatcher, otherwise a resume carrying the interrupt is queued)."
         ),
     )
-    def user_interrupts(self, session: str) -> None:
+    def user_interrupts(self, session: str, node: int | None = None) -> None:
         """The user presses stop: agentscope's interrupt route, which publishes
         on the interrupt channel while a run holds the session lock (the cancel
         dispatcher then cancels the run) and otherwise queues a resume trigger
@@ -133,7 +141,7 @@ class Interrupts:
         run is alive or the session is parked; recorded in the ledger with what
         the session was doing at that moment."""
         self.ledger.interrupt(self.world.observe_session(session))
-        self.world.user_presses_stop(session)
+        self.world.user_presses_stop(session, node or 0)
 
 
 class ParkedMessages:
@@ -144,16 +152,17 @@ class ParkedMessages:
         when=lambda self: any(map(self.writable_while_parked, self.cast)),
         session=Where("writable_while_parked"),
         via=st.sampled_from(("chat endpoint", "channel")),
-        says=lambda session, via: (
+        node=OnNode(),
+        says=lambda session, via, node=None: (
             f"While {session} waits for its pending tool call, the user sends "
             f"{session} a new message "
             + (
-                "through the chat endpoint." if via == "chat endpoint"
-                else "from a channel (the gateway queues a `message` trigger)."
+                f"through the chat endpoint{on(node)}." if via == "chat endpoint"
+                else f"from a channel (the gateway queues a `message` trigger{on(node)})."
             )
         ),
     )
-    def user_messages_parked_session(self, session: str, via: str) -> None:
+    def user_messages_parked_session(self, session: str, via: str, node: int | None = None) -> None:
         """The user writes to a session whose agent waits for a confirmation
         or an external result, as a real client can: through the chat
         endpoint (a direct run, or 409 while a run is still registered), or
@@ -164,11 +173,11 @@ class ParkedMessages:
         message = UserMsg(name="user", content=marker)
         if via == "chat endpoint":
             busy, parked = self._sending_to(session)
-            refused = self.world.user_posts(session, message)
+            refused = self.world.user_posts(session, message, node or 0)
             self.ledger.message_sent(session, refused, busy, parked)
         elif self.world.run_of(session) is None:
             refused = False
-            self.world.channel_posts(session, message)
+            self.world.channel_posts(session, message, node or 0)
         else:
             return
         self.ledger.message_while_parked(session, marker, refused)

@@ -139,3 +139,9 @@ MID_ANSWER = {
     AT_TURN_TAIL: "The run stops while its model is still answering (mid-stream).",
     SPAWNED_TAKE_A_TURN: "(spawned runs stop while their model is answering)",
 }
+
+
+def on(node: int | None) -> str:
+    """Which node an action happened on, as a report says it (nothing in
+    a one-node story)."""
+    return "" if node is None else f" on node {node}"
