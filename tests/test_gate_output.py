@@ -5,6 +5,7 @@ per property per release, in catalog order, each with its own time), and
 the merge of several saved gates (the shards of one)."""
 from __future__ import annotations
 
+import importlib
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -272,3 +273,12 @@ def test_a_spec_gated_twice_or_differently_is_refused(tmp_path, capsys):
     assert "2.0.9 is gated in both" in capsys.readouterr().err
     assert main(["merge", str(one), str(dev)]) == Exit.USAGE
     assert "different profile settings (ci, dev)" in capsys.readouterr().err
+
+
+def test_folders_under_the_working_directory_are_shown_relative(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    verdict = {"verdict": "holds", "counterexample": None,
+               "also_found": {"I1": str(tmp_path / "cx" / "I1-a"), "I2": "/elsewhere/I2-b"}}
+    shown = importlib.import_module("harness.tools.gate.gate")._relative(verdict)
+    assert shown["also_found"] == {"I1": "cx/I1-a", "I2": "/elsewhere/I2-b"}
+    assert shown["counterexample"] is None

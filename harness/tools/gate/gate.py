@@ -76,12 +76,15 @@ def gate(
 
 
 def _relative(verdict: dict) -> dict:
-    """A verdict whose counterexample path is relative to the working
-    directory when it lies under it (what a person and a CI artifact see)."""
-    folder = verdict.get("counterexample")
-    if folder and Path(folder).is_relative_to(Path.cwd()):
-        return {**verdict, "counterexample": str(Path(folder).relative_to(Path.cwd()))}
-    return verdict
+    """A verdict whose counterexample folders (its own, and what its search
+    found on the way) are relative to the working directory when they lie
+    under it (what a person and a CI artifact see)."""
+    def short(folder):
+        inside = folder and Path(folder).is_relative_to(Path.cwd())
+        return str(Path(folder).relative_to(Path.cwd())) if inside else folder
+
+    also = {code: short(folder) for code, folder in (verdict.get("also_found") or {}).items()}
+    return {**verdict, "counterexample": short(verdict.get("counterexample")), "also_found": also}
 
 
 def _gate_one(target, *, with_fix, profile, counterexamples, workers) -> Row:
