@@ -7,6 +7,19 @@ check never retypes either.
 """
 from __future__ import annotations
 
+#: How a violation's message introduces what was expected and what happened.
+EXPECTED, ACTUAL = "\n  expected: ", "\n  actual:   "
+
+
+def expected_and_actual(message: str) -> tuple[str, str] | None:
+    """What an :class:`InvariantViolated` message (or a record of one, its
+    ids renamed) says was expected and happened; None for another message."""
+    head, found, rest = message.partition(EXPECTED)
+    expected, found_actual, actual = rest.partition(ACTUAL)
+    if not (head and found and found_actual):
+        return None
+    return expected.strip(), actual.strip()
+
 
 class Broken(AssertionError):
     """Raised by a check: expected versus actual, in words."""
@@ -25,9 +38,7 @@ class InvariantViolated(AssertionError):
         self.title = title
         self.expected = expected
         self.actual = actual
-        super().__init__(
-            f"{code} {title}\n  expected: {expected}\n  actual:   {actual}",
-        )
+        super().__init__(f"{code} {title}{EXPECTED}{expected}{ACTUAL}{actual}")
 
 
 class UnexpectedFailure(AssertionError):

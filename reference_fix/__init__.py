@@ -119,13 +119,29 @@ def applied() -> list[SourcePatch]:
     return [p for p in PATCHES if p.is_applied()]
 
 
+def _reach(patches: tuple[SourcePatch, ...]) -> tuple[list[str], list[str]]:
+    """The releases a fix's patches target and the properties they cover."""
+    targets = sorted({t for p in patches for t in p.targets}, key=_release_order)
+    covers = sorted({c for p in patches for c in p.covers}, key=lambda c: int(c[1:]))
+    return targets, covers
+
+
+def summary(indent: str = "") -> str:
+    """One short line per fix: ``name (agentscope 2.0.7-2.0.11; covers I13)``."""
+    lines = []
+    for name, patches in FIXES.items():
+        targets, covers = _reach(patches)
+        releases = targets[0] if len(targets) == 1 else f"{targets[0]}-{targets[-1]}"
+        lines.append(f"{indent}{name} (agentscope {releases}; covers {', '.join(covers)})")
+    return "\n".join(lines)
+
+
 def describe() -> str:
     """One line per fix: name, what its first patch does, the releases
     its patches target and what they cover."""
     lines = []
     for name, patches in FIXES.items():
-        targets = sorted({t for p in patches for t in p.targets}, key=_release_order)
-        covers = sorted({c for p in patches for c in p.covers}, key=lambda c: int(c[1:]))
+        targets, covers = _reach(patches)
         together = len(patches) > 1 and len({p.targets for p in patches}) == 1  # not per-release variants
         parts = f" ({len(patches)} patches)" if together else ""
         lines.append(f"{name}: {patches[0].what}{parts} (agentscope {', '.join(targets)}; covers {', '.join(covers)})")
@@ -144,4 +160,5 @@ __all__ = [
     "is_applied",
     "refusal",
     "remove",
+    "summary",
 ]

@@ -83,6 +83,7 @@ def _search_in_a_process(tmp_path, name: str) -> tuple[dict, dict[str, bytes]]:
         for p in sorted((out / "cx").rglob("*")) if p.is_file()
     } if (out / "cx").exists() else {}
     for entry in verdicts.values():  # the folder's parent differs by run, its name must not
+        assert entry.pop("seconds") > 0  # the time the search took differs by run
         entry["counterexample"] = entry["counterexample"] and os.path.basename(entry["counterexample"])
         entry["also_found"] = {c: os.path.basename(f) for c, f in entry["also_found"].items()}
         # Which windows were reached must agree; how often may differ by a
@@ -96,6 +97,10 @@ def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp
     first = _search_in_a_process(tmp_path, "one")
     second = _search_in_a_process(tmp_path, "two")
     assert first[0] and first[0] == second[0], "verdicts, windows reached and folder names"
+    said = first[0]["I1"]  # what its story expected and what happened, from the run
+    assert said["verdict"] == "VIOLATED"
+    assert said["expected"].startswith("no reply of ") and "ends with ERROR" in said["expected"]
+    assert "ReplyEnd(ERROR) published for" in said["actual"]
     assert first[1].keys() == second[1].keys()
     for name, data in first[1].items():
         assert data == second[1][name], f"{name} differs between the two runs"

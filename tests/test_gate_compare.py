@@ -8,22 +8,19 @@ returns them.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from harness.tools.cli import main
 from harness.tools.gate import compare, specs
 from harness.tools.gate.outcomes import Exit, Row
 
-gate_module = importlib.import_module("harness.tools.gate.gate")  # the package names its function
+from gate_runs import gate_module, go_offline, made_up_run
 
 ROOT = Path(__file__).resolve().parent.parent
-RELEASES = tuple(Version(v) for v in ("2.0.7", "2.0.8", "2.0.9", "2.0.10", "2.0.11"))
 
 
 def _v(verdict: str = "holds", *, cx: str | None = None, also: dict | None = None) -> dict:
@@ -44,20 +41,12 @@ RESULTS = {
 
 RAN: list[str] = []
 
-
-def _fake_run(target, **_options) -> Row:
-    RAN.append(target.version)
-    row = Row(name=target.name, version=target.version,
-              verdicts=json.loads(json.dumps(RESULTS[target.version])))
-    row.seconds["suite"] = 1.0
-    row.judge()
-    return row
+_fake_run = made_up_run(RESULTS.__getitem__, RAN, suite_seconds=1.0)
 
 
 @pytest.fixture(autouse=True)
 def offline(monkeypatch):
-    monkeypatch.setattr(specs, "released", lambda: RELEASES)
-    monkeypatch.setattr(gate_module, "_gate_one", _fake_run)
+    go_offline(monkeypatch, _fake_run)
     RAN.clear()
 
 
@@ -147,7 +136,7 @@ def test_a_fix_exits_0_and_a_regression_exits_1(tmp_path, capsys):
     assert "NEW             I1" in capsys.readouterr().out
 
 
-def test_a_baseline_spec_is_run_first_and_once(tmp_path):
+def test_a_baseline_spec_is_run_first_and_once(tmp_path, capsys):
     junit = tmp_path / "v.xml"
     code = gate_module.gate(["2.0.8", "2.0.9"], baseline="2.0.8", junit_path=junit)
     assert RAN == ["2.0.8", "2.0.9"]  # the candidate 2.0.8 is the baseline's run
@@ -162,7 +151,11 @@ def test_a_baseline_spec_is_run_first_and_once(tmp_path):
     assert message == "I8 still violated"
     failure = suites[2].find("testcase[@name='I5 found on the way']/failure")
     assert failure.get("message") == "I5 newly found on the way by I9"
-    assert failure.text == "I9's search: cx/I5-f"
+    assert failure.text == ("I9's search:\ncounterexample: cx/I5-f\n"
+                            "replay: hitl-harness replay cx/I5-f")
+    row = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("2.0.9 "))
+    marks = dict(zip(["SPEC", "fix", "I1", "I5", "I6", "I8", "I9", "I13"], row.split()))
+    assert (marks["I5"], marks["I9"]) == ("X", ".+")  # I5 fails the gate, through I9's search
 
 
 def test_a_baseline_that_could_not_run_keeps_its_exit_code(tmp_path, monkeypatch):

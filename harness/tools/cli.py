@@ -1,10 +1,15 @@
-"""``hitl-harness``: the gate and the replay of counterexamples.
+"""``hitl-harness``: the gate, the merge of saved gates, and the replay of
+counterexamples.
 
     hitl-harness gate [SPEC ...] [--baseline SPEC | --baseline-json FILE] [--known FILE]
                       [--with-fix] [--profile NAME] [--json FILE] [--junit FILE]
+                      [--shard I/N]
+    hitl-harness merge FILE ... [--json FILE] [--junit FILE]
     hitl-harness replay PATH [--with-fix]
 
-Exit codes are :class:`harness.tools.gate.Exit` (see the README).
+A bare ``hitl-harness`` prints the help and exits 2 (a usage error). Exit
+codes are :class:`harness.tools.gate.Exit` (see the README); each command's
+help lists them, the environment variables it reads and the cache.
 """
 from __future__ import annotations
 
@@ -29,6 +34,66 @@ def _workers(text: str) -> int:
     return value
 
 
+def _shard(text: str):
+    """``--shard``: ``i/n``, checked before any work."""
+    from .gate.shards import BadShard, parse  # pylint: disable=import-outside-toplevel
+
+    try:
+        return parse(text)
+    except BadShard as bad:
+        raise argparse.ArgumentTypeError(str(bad)) from None
+
+
+#: The gate's exit codes, as its help lists them (:class:`harness.tools.gate.Exit`).
+GATE_EXITS = """\
+exit codes:
+  0  nothing new is violated (every property holds, or each violation is known
+     or was on the baseline)
+  1  a property is newly VIOLATED (a counterexample folder was written)
+  2  the command line was wrong: an option, a SPEC, a shard, a path, a file
+     (before any work)
+  3  a SPEC names no agentscope (before any work)
+  4  an environment could not be built
+  5  the harness cannot drive that agentscope (the row names what it missed)
+  6  a property run broke without verdicts (the row names its log)
+  When SPECs end differently, the lowest non-zero code wins."""
+
+
+#: The merge's exit codes: the gate's, from the saved verdicts.
+MERGE_EXITS = """\
+exit codes (those the gates would have ended with together):
+  0  nothing new is violated      1  a property is newly VIOLATED
+  2  the command line was wrong, or the files cannot form one gate: not a
+     gate's JSON, a SPEC in two files, different settings, a missing shard
+  3-6  a SPEC could not run (see `hitl-harness gate --help`)"""
+
+
+def _gate_epilog() -> str:
+    return GATE_EXITS + """
+
+environment variables:
+  HITL_GATE_CACHE       the cache (below)
+  HITL_COUNTEREXAMPLES  where counterexample folders go (default: ./counterexamples)
+  UV_DEFAULT_INDEX, UV_INDEX_URL, PIP_INDEX_URL, UV_INDEX, UV_EXTRA_INDEX_URL,
+  PIP_EXTRA_INDEX_URL, UV_INDEX_STRATEGY (and uv.toml): the package index the
+                        releases are listed from and installed from, as uv reads them
+
+cache: $HITL_GATE_CACHE, else $XDG_CACHE_HOME/agentscope-hitl-harness, else
+  ~/.cache/agentscope-hitl-harness. Its envs/ holds one environment per SPEC,
+  built once with uv (delete one to rebuild it), each with the last run's
+  pytest output in last-run.log.
+
+reference fixes (--with-fix):
+""" + _fixes()
+
+
+def _fixes() -> str:
+    """Each reference fix in one line: its name, releases and properties."""
+    import reference_fix  # pylint: disable=import-outside-toplevel
+
+    return reference_fix.summary(indent="  ")
+
+
 def _version() -> str:
     from importlib import metadata  # pylint: disable=import-outside-toplevel
 
@@ -42,12 +107,17 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hitl-harness",
         description="Property-based tests of agentscope's human-in-the-loop runs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Without a command, this help, and exit 2. `hitl-harness COMMAND --help` "
+        "lists each command's\nexit codes, environment variables and cache.",
     )
     parser.add_argument("--version", action="version", version=f"hitl-harness {_version()}")
     commands = parser.add_subparsers(dest="command")
     gate = commands.add_parser(
         "gate",
         help="run the property suite against agentscope releases, wheels or checkouts",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=_gate_epilog(),
         description="Run the property suite against each SPEC in its own cached "
         "environment and print SPEC x property verdicts. With no SPEC: the "
         "release the project pins and the newest release. With --baseline or "
@@ -61,7 +131,8 @@ def _parser() -> argparse.ArgumentParser:
         "a wheel file, or an agentscope source checkout (a folder)",
     )
     gate.add_argument("--with-fix", action="store_true",
-                      help="apply the reference fix where it targets the release")
+                      help="apply each reference fix that targets the release (the seven "
+                      "fixes and the releases they reach are listed below)")
     gate.add_argument("--profile", default="ci", choices=("dev", "ci", "thorough"),
                       help="Hypothesis profile (default: ci, derandomized)")
     gate.add_argument("--json", type=Path, metavar="FILE", help="write the verdicts as JSON")
@@ -82,14 +153,37 @@ def _parser() -> argparse.ArgumentParser:
                       "docs/findings/known.json")
     gate.add_argument("--workers", type=_workers, default=min(2, os.cpu_count() or 1),
                       help=f"pytest-xdist workers per SPEC, 1 to {MAX_WORKERS} (default: 2)")
+    gate.add_argument("--shard", type=_shard, metavar="I/N",
+                      help="run only shard I of N of the releases the SPECs name (every N-th, "
+                      "from the I-th), for N CI runners; the baseline runs in every shard. "
+                      "Combine the shards' --json with `hitl-harness merge`")
+    merge = commands.add_parser(
+        "merge",
+        help="combine saved gate verdicts (--json files, e.g. of shards) into one table",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Print the verdicts several gates saved with --json (the shards of "
+        "one gate,\n`gate --shard I/N`) as one table, and exit with the code that gate "
+        "would have\nended with. A baseline several files hold is shown once.",
+        epilog=MERGE_EXITS,
+    )
+    merge.add_argument("files", type=Path, nargs="+", metavar="FILE",
+                       help="a gate's --json")
+    merge.add_argument("--json", type=Path, metavar="FILE", help="write the merged verdicts as JSON")
+    merge.add_argument("--junit", type=Path, metavar="FILE", help="write the merged JUnit XML")
     replay = commands.add_parser(
         "replay",
         help="re-run a counterexample folder and say whether it still fails",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Replay a counterexample folder's story against the agentscope "
-        "`import agentscope` finds. Exit 1 if it still fails, 0 if it passes now.",
+        "`import agentscope`\nfinds (run it in that agentscope's environment).",
+        epilog="exit codes:\n  0  passes now\n  1  still fails (the same way, differently, "
+        "or a step no longer applies)\n  2  not a counterexample folder, or --with-fix "
+        "refused\n\nreference fixes (--with-fix):\n" + _fixes(),
     )
     replay.add_argument("path", type=Path, metavar="PATH", help="a counterexample folder")
-    replay.add_argument("--with-fix", action="store_true", help="apply the reference fix first")
+    replay.add_argument("--with-fix", action="store_true",
+                        help="apply each reference fix that targets the installed agentscope "
+                        "first (listed below)")
     return parser
 
 
@@ -113,7 +207,12 @@ def main(argv: list[str] | None = None) -> int:
             baseline=arguments.baseline,
             baseline_json=arguments.baseline_json,
             known=arguments.known,
+            shard=arguments.shard,
         ))
+    if arguments.command == "merge":
+        from .gate.merge import merge  # pylint: disable=import-outside-toplevel
+
+        return int(merge(arguments.files, json_path=arguments.json, junit_path=arguments.junit))
     from .replay import replay_folder  # pylint: disable=import-outside-toplevel
 
     return replay_folder(arguments.path, with_fix=arguments.with_fix)

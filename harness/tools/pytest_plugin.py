@@ -39,6 +39,8 @@ VERDICT_LINE = "hitl-verdict"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    import reference_fix  # pylint: disable=import-outside-toplevel
+
     group = parser.getgroup("hitl-harness")
     group.addoption(
         "--hitl-harness",
@@ -52,7 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="apply every reference fix that targets the agentscope under "
-        "test before running (refused on a release no fix targets)",
+        "test before running (refused on a release no fix targets). The fixes: "
+        + "; ".join(reference_fix.summary().splitlines()),
     )
     group.addoption(
         "--bus",
@@ -242,6 +245,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         for code in sorted(FOUND_ON_THE_WAY, key=code_order):
             written = folder.write(FOUND_ON_THE_WAY[code], parent)
             report.user_properties.append(("found_on_the_way", (code, str(written))))
+            report.user_properties.append(
+                ("found_on_the_way_says", (code, FOUND_ON_THE_WAY[code].expected_and_actual())),
+            )
             report.sections.append(
                 ("hitl-harness found on the way",
                  f"{code} broke while searching {prop.code}: {written}/ (not shrunk)"),
@@ -252,6 +258,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         written = folder.write(story, parent)
         report.user_properties.append(("counterexample", str(written)))
         report.user_properties.append(("found", story.code))
+        report.user_properties.append(("says", story.expected_and_actual()))
         report.sections.append(
             ("hitl-harness counterexample", f"written to {written}/ (report.md, test_repro.py)"),
         )
@@ -271,15 +278,30 @@ def _point_the_summary_at(report: pytest.TestReport, line: str) -> None:
 
 _VERDICTS: dict[str, dict] = {}
 _SAY_VERDICTS: list[bool] = []
+#: Each property test's time so far (setup, call and teardown), in seconds.
+_SECONDS: dict[str, float] = {}
+
+
+def _says(report: pytest.TestReport) -> tuple[str | None, str | None]:
+    """What the failing story expected and what happened; for a failure
+    with no story, only what happened (pytest's one-line reason)."""
+    said = [v for k, v in report.user_properties if k == "says"]
+    if said:
+        return tuple(said[0])
+    crash = getattr(report.longrepr, "reprcrash", None)
+    return None, (crash.message if crash is not None else None)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Remember each property's outcome for the verdict table (a property
-    test is one whose report carries its property)."""
+    """Remember each property's outcome and time for the verdict table (a
+    property test is one whose report carries its property)."""
     tagged = [v for k, v in report.user_properties if k == "property"]
     if not tagged:
         return
     code, slug = tagged[0]
+    _SECONDS[code] = _SECONDS.get(code, 0.0) + report.duration
+    if code in _VERDICTS:  # teardown: the time it took counts too
+        _VERDICTS[code]["seconds"] = round(_SECONDS[code], 2)
     if report.when == "call" or report.outcome != "passed":
         verdict = {"passed": "holds", "failed": "VIOLATED"}.get(
             report.outcome,
@@ -293,11 +315,21 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         folders = [v for k, v in report.user_properties if k == "counterexample"]
         also = dict(v for k, v in report.user_properties if k == "found_on_the_way")
         reached = next((v for k, v in report.user_properties if k == "windows"), {})
+        expected, actual = _says(report) if report.outcome == "failed" else (None, None)
         _VERDICTS[code] = {
             "title": slug,
             "verdict": verdict,
+            "seconds": round(_SECONDS[code], 2),
             "counterexample": folders[0] if folders else None,
+            "expected": expected,
+            "actual": actual,
             "also_found": also,
+            "also_found_says": {
+                other: {"expected": e, "actual": a}
+                for other, (e, a) in (
+                    v for k, v in report.user_properties if k == "found_on_the_way_says"
+                )
+            },
             "windows": reached,
         }
         if _SAY_VERDICTS:

@@ -20,6 +20,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..violation import expected_and_actual
+
 #: The version of ``story.json`` this harness writes.
 SCHEMA = 2
 
@@ -75,6 +77,12 @@ class Counterexample:
             sort_keys=True,
         )
         return hashlib.sha256(key.encode()).hexdigest()[:8]
+
+    def expected_and_actual(self) -> tuple[str, str]:
+        """What was expected and what happened, in words: a violation's own
+        two lines, or for any other failure the story's statement and the
+        failure."""
+        return expected_and_actual(self.failure) or (self.statement, self.failure.strip())
 
     @property
     def name(self) -> str:

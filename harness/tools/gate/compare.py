@@ -23,7 +23,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from . import known as known_list
-from .outcomes import Exit, Row, code_order
+from .outcomes import JSON_READABLE, Exit, Row, code_order
 
 NEW, FIXED, STILL, HOLDS, VIOLATED = "new", "fixed", "still violated", "holds", "violated"
 
@@ -81,13 +81,23 @@ def classify(row: Row, baseline: Row | None, known: list[known_list.Known]) -> N
 
 def load_rows(path: Path) -> list[Row]:
     """The rows a gate saved with ``--json``."""
+    return load_run(path)[1]
+
+
+def load_run(path: Path) -> tuple[dict, list[Row]]:
+    """How a gate saved with ``--json`` ran (``profile``, ``with_fix``,
+    ``shard``: empty for a version 1 file), and its rows."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         saved = data["specs"]
+        version = data.get("schema", 1)
     except OSError as failed:
         raise BadBaseline(f"{path}: {failed.strerror or failed}") from None
-    except (json.JSONDecodeError, KeyError, TypeError):
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
         raise BadBaseline(f"{path}: not the JSON of a gate (--json)") from None
+    if version not in JSON_READABLE:
+        raise BadBaseline(f"{path}: gate JSON version {version}; this harness reads "
+                          f"{', '.join(map(str, JSON_READABLE))} (upgrade the harness)")
     known_fields = {f.name for f in fields(Row)}
     rows = []
     for entry in saved:
@@ -97,7 +107,7 @@ def load_rows(path: Path) -> list[Row]:
             rows.append(Row(**values, outcome=outcome))
         except (KeyError, TypeError, AttributeError):
             raise BadBaseline(f"{path}: not the JSON of a gate (--json)") from None
-    return rows
+    return {k: data[k] for k in ("profile", "with_fix", "shard") if k in data}, rows
 
 
 def pick_baseline(rows: list[Row], path: Path, name: str | None) -> Row:

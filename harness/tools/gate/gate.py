@@ -8,8 +8,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from . import compare, environments, inputs, reports, runner
+from . import compare, environments, inputs, junit, reports, runner
 from .outcomes import Exit, Row, exit_code
+from .shards import Shard
 
 
 def _say(message: str) -> None:
@@ -29,6 +30,7 @@ def gate(
     baseline: str | None = None,
     baseline_json: Path | None = None,
     known: Path | None = None,
+    shard: Shard | None = None,
 ) -> Exit:
     """Gate every SPEC (against the baseline, if any); print the table;
     return the exit code. Every input is checked before any work."""
@@ -36,10 +38,13 @@ def gate(
         plan = inputs.prepare(
             spec_texts, baseline=baseline, baseline_json=baseline_json, known_path=known,
             json_path=json_path, junit_path=junit_path, counterexamples=counterexamples,
+            shard=shard,
         )
     except inputs.Refused as refused:
         _say(f"hitl-harness gate: error: {refused}")
         return refused.code
+    if shard is not None:
+        _say(f"shard {shard}: {', '.join(t.name for t in plan.candidates) or 'no release'}")
 
     def run(target) -> Row:
         return _gate_one(target, with_fix=with_fix, profile=profile,
@@ -60,32 +65,26 @@ def gate(
             compare.classify(row, base, plan.known)
         rows.append(row)
     code = exit_code(rows)
-    import reference_fix  # pylint: disable=import-outside-toplevel
-
     print()
-    print(f"hitl-harness gate (profile {profile}; reference fix "
-          f"{'applied where it targets the release' if with_fix else 'off'})")
-    if with_fix:
-        print("reference fixes:\n  " + reference_fix.describe().replace("\n", "\n  "))
-    print(reports.table(rows))
-    comparison = reports.comparison(rows)
-    if comparison:
-        print("\n" + comparison)
-    print(f"\nexit {int(code)}: {reports.meaning(rows, code)}")
+    print(reports.render(rows, code, profile=profile, with_fix=with_fix))
     if json_path is not None:
-        reports.write_json(rows, json_path, code)
+        reports.write_json(rows, json_path, code, profile=profile, with_fix=with_fix,
+                           shard=str(shard) if shard else None)
     if junit_path is not None:
-        reports.write_junit(rows, junit_path)
+        junit.write_junit(rows, junit_path)
     return code
 
 
 def _relative(verdict: dict) -> dict:
-    """A verdict whose counterexample path is relative to the working
-    directory when it lies under it (what a person and a CI artifact see)."""
-    folder = verdict.get("counterexample")
-    if folder and Path(folder).is_relative_to(Path.cwd()):
-        return {**verdict, "counterexample": str(Path(folder).relative_to(Path.cwd()))}
-    return verdict
+    """A verdict whose counterexample folders (its own, and what its search
+    found on the way) are relative to the working directory when they lie
+    under it (what a person and a CI artifact see)."""
+    def short(folder):
+        inside = folder and Path(folder).is_relative_to(Path.cwd())
+        return str(Path(folder).relative_to(Path.cwd())) if inside else folder
+
+    also = {code: short(folder) for code, folder in (verdict.get("also_found") or {}).items()}
+    return {**verdict, "counterexample": short(verdict.get("counterexample")), "also_found": also}
 
 
 def _gate_one(target, *, with_fix, profile, counterexamples, workers) -> Row:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import compare, known, specs
 from .outcomes import Exit, Row
+from .shards import Shard
 
 
 class Refused(Exception):
@@ -71,8 +72,10 @@ def prepare(
     json_path: Path | None = None,
     junit_path: Path | None = None,
     counterexamples: Path = Path("counterexamples"),
+    shard: Shard | None = None,
 ) -> Plan:
-    """The plan of a gate, or :class:`Refused`."""
+    """The plan of a gate, or :class:`Refused`. With ``shard``, the
+    candidates are that shard's share of every SPEC's releases."""
     check_output_file("--json", json_path)
     check_output_file("--junit", junit_path)
     check_output_folder("--counterexamples", counterexamples)
@@ -94,12 +97,14 @@ def prepare(
         for text in [*texts, *([to_run] if to_run else [])]:
             specs.check_form(text)
         plan.candidates = specs.resolve_all(texts)
+        if shard is not None:
+            plan.candidates = shard.share(plan.candidates)
         if to_run is not None:
             found = specs.resolve(to_run)
             if len(found) != 1:
                 raise Refused(f"--baseline {to_run}: names {len(found)} releases "
                               f"({', '.join(t.version for t in found)}); name one")
-            plan.baseline = found[0]
+            plan.baseline = found[0] if plan.candidates else None  # an empty shard
     except specs.BadSpec as bad:
         raise Refused(str(bad)) from None
     except specs.NotAgentscope as missing:

@@ -35,6 +35,14 @@ MEANING = {
     Exit.RUN_BROKE: "a property run broke",
 }
 
+#: The version of the JSON a gate writes (``--json``): 2 added ``schema``,
+#: how the gate ran, and per verdict its time, classification, expected and
+#: actual. A file with no ``schema`` is version 1 (the same specs).
+JSON_SCHEMA = 2
+
+#: The versions a gate reads (``--baseline-json``, ``merge``).
+JSON_READABLE = (1, 2)
+
 #: What a "could not run" row says before its one-line reason.
 COULD_NOT_RUN = {
     Exit.NOT_AGENTSCOPE: "no such agentscope",

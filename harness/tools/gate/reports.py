@@ -1,56 +1,35 @@
-"""The gate's verdicts as a table (with each candidate's comparison with
-the baseline and the known violations), as JSON and as JUnit XML."""
+"""The gate's verdicts as text (the table of :mod:`.table`, each
+candidate's comparison with the baseline and the known violations, the exit
+code in words) and as JSON (JUnit XML: :mod:`.junit`)."""
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from pathlib import Path
 
 from .compare import HOLDS, NEW, ORDER
-from .outcomes import COULD_NOT_RUN, MEANING, Exit, Row, code_order
+from .outcomes import JSON_SCHEMA, MEANING, Exit, Row, code_order
+from .table import table, wrap
 
 
-def table(rows: list[Row]) -> str:
-    """SPEC × property: holds / VIOLATED / could not run (and why)."""
-    codes = sorted({code for row in rows for code in row.verdicts}, key=code_order)
-    head = ["SPEC", "agentscope", "fix", *codes]
-    body = []
-    for row in rows:
-        name = f"{row.name} (baseline)" if row.role == "baseline" else row.name
-        if row.outcome in COULD_NOT_RUN:
-            body.append([name, row.version or "-", row.fix,
-                         f"could not run ({COULD_NOT_RUN[row.outcome]})"])
-            continue
-        cells = [_cell(row.verdicts.get(c, {})) for c in codes]
-        body.append([name, row.version or "-", row.fix, *cells])
-    # A could-not-run row's last cell spans the property columns: it does
-    # not widen them.
-    sized = [cells if len(cells) == len(head) else cells[:-1] for cells in [head, *body]]
-    widths = [
-        max(len(str(cells[i])) for cells in sized if i < len(cells))
-        for i in range(len(head))
-    ]
+def render(rows: list[Row], code: Exit, *, profile: str, with_fix: bool,
+           heading: str = "hitl-harness gate") -> str:
+    """Everything the gate prints after its work: how it ran, the table,
+    the comparison, and the exit code in words."""
+    import reference_fix  # pylint: disable=import-outside-toplevel
 
-    def render(cells: list) -> str:
-        padded = [str(c).ljust(w) for c, w in zip(cells[:-1], widths)]
-        return "  ".join([*padded, str(cells[-1])]).rstrip()
-
-    lines = [render(cells) for cells in [head, *body]]
-    notes = []
-    for row, name in zip(rows, (cells[0] for cells in body)):
-        if row.outcome in COULD_NOT_RUN:
-            notes.append(f"{name}: could not run: {row.reason}")
-        for code, verdict in sorted(row.verdicts.items(), key=lambda kv: code_order(kv[0])):
-            if verdict["verdict"] != "holds":
-                where = verdict.get("counterexample") or "no counterexample written"
-                notes.append(f"{name}: {code} {verdict['verdict']} -> {where}")
-            for other, where in (verdict.get("also_found") or {}).items():
-                notes.append(f"{name}: {code}'s search also found {other} -> {where}")
-            unreached = [w for w, n in (verdict.get("windows") or {}).items() if not n]
-            if verdict["verdict"] == "holds" and unreached:
-                notes.append(f"{name}: {code} holds, unreached: {', '.join(unreached)}")
-    return "\n".join(lines + ([""] + notes if notes else []))
+    fix = "applied where it targets the release" if with_fix else "off"
+    lines = [f"{heading} (profile {profile}; reference fix {fix})"]
+    if with_fix:
+        lines += ["reference fixes:"] + [
+            wrap("  " + line, "      ") for line in reference_fix.describe().splitlines()
+        ]
+    lines.append(table(rows))
+    compared = comparison(rows)
+    if compared:
+        lines += ["", compared]
+    lines += ["", wrap(f"exit {int(code)}: {meaning(rows, code)}")]
+    return "\n".join(lines)
 
 
 #: How a property another search found on the way is described.
@@ -84,10 +63,10 @@ def comparison(rows: list[Row]) -> str:
         for kind in (*ORDER[:-1], "on the way"):
             if kind in groups:
                 label = kind.upper() if kind == NEW else kind
-                lines.append(f"  {label:<15} {', '.join(groups[kind])}")
+                lines.append(wrap(f"  {label:<15} {', '.join(groups[kind])}", " " * 18))
         verdict = (f"fails the gate: {', '.join(row.new)}" if row.new
                    else "nothing new is violated")
-        lines.append(f"  -> {verdict}")
+        lines.append(wrap(f"  -> {verdict}"))
     return "\n".join(lines)
 
 
@@ -115,23 +94,20 @@ def meaning(rows: list[Row], code: Exit) -> str:
     return MEANING[code]
 
 
-def _cell(verdict: dict) -> str:
-    """A verdict, and what else its search found (``holds+I3``)."""
-    also = verdict.get("also_found") or {}
-    text = verdict.get("verdict", "-")
-    return text + "".join(f"+{code}" for code in also)
-
-
-def write_json(rows: list[Row], path: Path, exit_code: Exit) -> None:
-    """The same verdicts, machine-readable."""
+def write_json(rows: list[Row], path: Path, exit_code: Exit, **run) -> None:
+    """The same verdicts, machine-readable (:data:`.outcomes.JSON_SCHEMA`): per
+    SPEC, per property its verdict, the seconds its search took, its
+    classification (:mod:`.compare`; none on the baseline), its
+    counterexample folder, and what was expected and what happened. ``run``
+    says how the gate ran (``profile``, ``with_fix``, ``shard``)."""
     path.write_text(
         json.dumps(
             {
+                "schema": JSON_SCHEMA,
                 "exit_code": int(exit_code),
                 "exit_meaning": exit_code.name.lower(),
-                "specs": [
-                    {**asdict(row), "outcome": row.outcome.name.lower()} for row in rows
-                ],
+                **run,
+                "specs": [_spec(row) for row in rows],
             },
             indent=2,
         )
@@ -140,58 +116,11 @@ def write_json(rows: list[Row], path: Path, exit_code: Exit) -> None:
     )
 
 
-def write_junit(rows: list[Row], path: Path) -> None:
-    """One test suite per SPEC, one test case per property."""
-    suites = ET.Element("testsuites", name="hitl-harness gate")
-    for row in rows:
-        label = f"agentscope {row.name}" + (" (baseline)" if row.role == "baseline" else "")
-        suite = ET.SubElement(suites, "testsuite", name=label)
-        cases = 0
-        failures = errors = 0
-        if row.outcome in COULD_NOT_RUN:
-            case = ET.SubElement(suite, "testcase", classname=label,
-                                 name="could run")
-            ET.SubElement(case, "error", message=f"{COULD_NOT_RUN[row.outcome]}: {row.reason}",
-                          type=row.outcome.name.lower())
-            cases, errors = 1, 1
-        for code, verdict in sorted(row.verdicts.items()):
-            cases += 1
-            case = ET.SubElement(
-                suite, "testcase", classname=label,
-                name=f"{code} {verdict.get('title', '')}".strip(),
-                time=f"{row.seconds.get('suite', 0.0):.1f}",
-            )
-            entry = row.comparison.get(code, {})
-            if verdict["verdict"] != "holds" and row.role == "baseline":
-                ET.SubElement(case, "skipped", message=f"{code} {verdict['verdict']} on the baseline")
-            elif verdict["verdict"] != "holds" and entry and not entry.get("fails"):
-                known = f", known {', '.join(entry['known'])}" if entry.get("known") else ""
-                ET.SubElement(case, "skipped",
-                              message=f"{code} {entry['classification']}{known}")
-            elif verdict["verdict"] != "holds":
-                failures += 1
-                where = verdict.get("counterexample") or "no counterexample written"
-                failure = ET.SubElement(case, "failure", message=f"{code} {verdict['verdict']}",
-                                        type="InvariantViolated")
-                failure.text = f"counterexample: {where}"
-        for code in row.new or []:  # failing only through what other searches found
-            if row.verdicts.get(code, {}).get("verdict", "holds") != "holds":
-                continue
-            cases, failures = cases + 1, failures + 1
-            searches = [s for s in row.comparison[code]["not_known"] if s != code]
-            case = ET.SubElement(suite, "testcase", classname=label,
-                                 name=f"{code} found on the way")
-            failure = ET.SubElement(
-                case, "failure", type="InvariantViolated",
-                message=f"{code} newly found on the way by {', '.join(searches)}",
-            )
-            failure.text = "\n".join(
-                f"{s}'s search: {row.verdicts[s]['also_found'][code]}"
-                for s in searches if code in (row.verdicts.get(s, {}).get("also_found") or {})
-            )
-        suite.set("tests", str(cases))
-        suite.set("failures", str(failures))
-        suite.set("errors", str(errors))
-        suite.set("skipped", str(len(suite.findall("testcase/skipped"))))
-    ET.indent(suites)
-    ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
+def _spec(row: Row) -> dict:
+    """One SPEC's entry: the row, each verdict with its classification."""
+    entry = {**asdict(row), "outcome": row.outcome.name.lower()}
+    entry["verdicts"] = {
+        code: {**verdict, "classification": row.comparison.get(code, {}).get("classification")}
+        for code, verdict in sorted(row.verdicts.items(), key=lambda kv: code_order(kv[0]))
+    }
+    return entry
