@@ -40,6 +40,16 @@ SETTLE_STEP_LIMIT = 5000
 SETTLE_HORIZON = 3600.0
 
 
+async def never_again() -> None:
+    """Wait for ever, as a task of a dead process does; once the harness
+    cancels it (closing the story), every later wait ends at once, so its
+    ``finally`` blocks unwind instead of waiting again."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+    await asyncio.get_running_loop().create_future()
+
+
 class DidNotSettle(AssertionError):
     """Raised when releasing tasks and advancing time never reaches rest."""
 
@@ -223,7 +233,7 @@ class Interleaver:
         """A task of a dead process that still wakes (a timer it set)
         reaches no storage and no bus: it waits here for ever."""
         if self.current_crashed():
-            await self.loop.create_future()
+            await never_again()
 
     def crashed(self) -> list[ControlledTask]:
         """Crashed tasks that have not been closed down yet."""

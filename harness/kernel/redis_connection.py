@@ -7,11 +7,12 @@ subscriber's timed poll into one wait for the next message.
 """
 from __future__ import annotations
 
-import asyncio
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
+
+from .interleaver import never_again
 
 if TYPE_CHECKING:
     from .redis_link import RedisLink
@@ -29,7 +30,7 @@ class LinkedConnection(aioredis.Connection):
 
     async def _freeze_if_dead(self) -> None:
         if self.link.is_frozen(self):
-            await asyncio.get_running_loop().create_future()  # never again
+            await never_again()
 
     async def connect_check_health(self, *args: Any, **kwargs: Any):
         await self._freeze_if_dead()
@@ -37,6 +38,8 @@ class LinkedConnection(aioredis.Connection):
 
     async def send_command(self, *args: Any, **kwargs: Any) -> None:
         await self._freeze_if_dead()
+        if _sets_a_ttl(args):
+            self.link.follow_clock()  # the TTL starts from a still server clock
         self.link.sending(self, args)
         if args and str(args[0]).upper() == "PUBLISH":
             self._publishing.append(str(args[1]))
@@ -78,3 +81,11 @@ class LinkedConnection(aioredis.Connection):
         writer = getattr(self, "_writer", None)
         if writer is not None:
             writer.transport.abort()
+
+
+def _sets_a_ttl(args: tuple) -> bool:
+    """Whether a command gives a key a TTL."""
+    name = str(args[0]).upper() if args else ""
+    if name in ("EXPIRE", "PEXPIRE", "SETEX", "PSETEX"):
+        return True
+    return name == "SET" and any(str(a).upper() in ("EX", "PX") for a in args[3:])

@@ -24,7 +24,9 @@ What the link adds, and why:
 - **Server time follows virtual time** (:meth:`RedisLink.follow_clock`):
   every TTL loses the virtual seconds that pass, and gets back the wall
   time the server counted meanwhile, measured on the server's own clock
-  (``TIME``), in the same Lua script.
+  (``TIME``), in the same Lua script. That happens as time passes, before
+  each release, and just before any command that gives a key a TTL (so no
+  key gets back wall time from before it had one).
 - **Faults where Redis has them:** the next command of a name on a key can
   fail before the server gets it (:meth:`RedisLink.fail_next`).
 - **A dead process' connections freeze**, and the server drops them

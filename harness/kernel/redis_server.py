@@ -64,8 +64,9 @@ if KEYS[1] then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local last = tonumber(redis.call('GET', KEYS[1]) or now)
-  redis.call('SET', KEYS[1], now)
-  elapsed = elapsed - math.floor((now - last) / 1000)
+  local wall = math.floor((now - last) / 1000)
+  redis.call('SET', KEYS[1], last + wall * 1000)  -- the rest counts next time
+  elapsed = elapsed - wall
 end
 if elapsed == 0 then return 0 end
 local shortened = 0
