@@ -7,6 +7,8 @@ played step by step without Hypothesis.
 """
 from __future__ import annotations
 
+import pytest
+
 from properties.machine import HitlMachine
 
 
@@ -62,9 +64,10 @@ def test_a_background_job_story_replays_identically():
     assert first == play_a_background_job_story()
 
 
-def _search_in_a_process(tmp_path, name: str) -> tuple[dict, dict[str, bytes]]:
-    """Run I1's search (the `ci` profile) in a fresh process: its verdicts,
-    and the bytes of every file of every folder it wrote."""
+def _search_in_a_process(tmp_path, name: str, deployment: tuple[str, ...] = ()) -> tuple[dict, dict[str, bytes]]:
+    """Run I1's search (the `ci` profile) in a fresh process, on
+    ``deployment`` (extra command-line options): its verdicts, and the
+    bytes of every file of every folder it wrote."""
     import json
     import os
     import subprocess
@@ -73,7 +76,7 @@ def _search_in_a_process(tmp_path, name: str) -> tuple[dict, dict[str, bytes]]:
     out = tmp_path / name
     subprocess.run(
         [sys.executable, "-m", "pytest", "properties", "-k", "I1-", "-q", "-p", "no:cacheprovider",
-         "--counterexamples", str(out / "cx"), "--verdicts-json", str(out / "verdicts.json")],
+         "--counterexamples", str(out / "cx"), "--verdicts-json", str(out / "verdicts.json"), *deployment],
         env={**os.environ, "CI": "1"}, cwd=os.path.dirname(os.path.dirname(__file__)),
         capture_output=True, text=True, timeout=600, check=False,
     )
@@ -93,9 +96,10 @@ def _search_in_a_process(tmp_path, name: str) -> tuple[dict, dict[str, bytes]]:
     return verdicts, files
 
 
-def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp_path):
-    first = _search_in_a_process(tmp_path, "one")
-    second = _search_in_a_process(tmp_path, "two")
+@pytest.mark.parametrize("deployment", [(), ("--bus", "redis", "--nodes", "2")], ids=["fake", "redis-2-nodes"])
+def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp_path, deployment):
+    first = _search_in_a_process(tmp_path, "one", deployment)
+    second = _search_in_a_process(tmp_path, "two", deployment)
     assert first[0] and first[0] == second[0], "verdicts, windows reached and folder names"
     said = first[0]["I1"]  # what its story expected and what happened, from the run
     assert said["verdict"] == "VIOLATED"
