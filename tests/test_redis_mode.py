@@ -151,3 +151,20 @@ def test_one_node_stories_record_no_deployment_and_keep_their_names():
     assert Deployment.of(None, None).configuration() == {}
     assert Deployment.of("redis", None) == Deployment("redis", 2)
     assert Deployment.of("redis", 3).configuration() == {"bus": "redis", "nodes": 3}
+
+
+def test_a_violation_found_on_the_way_replays_as_itself():
+    """F13's story, as another property's search (I5's) would have written
+    it down: replaying it enforces I1 too, so it fails as it did (every
+    release 2.0.7-2.0.11 has F13)."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from properties.story.playback import replay
+    from properties.story.record import Counterexample
+
+    folder = Path(__file__).parents[1] / "docs/findings/counterexamples/I1-fbf650b1"
+    recorded = Counterexample.load(folder)
+    found_by_i5 = replace(recorded, machine={**recorded.machine, "enforcing": ["I5"]})
+    failure = replay(found_by_i5)
+    assert failure is not None and failure.counterexample.code == "I1"

@@ -17,6 +17,7 @@ import contextlib
 import warnings
 from collections.abc import Iterator
 
+from ..catalog import BY_CODE
 from ..machine import HitlMachine, machine_enforcing
 from ..rules.story_rule import RULES, StepDoesNotApply, StoryDiverged
 from .record import Counterexample
@@ -57,8 +58,13 @@ class StoryEndedEarly(UserWarning):
 def replay(counterexample: Counterexample) -> BaseException | None:
     """Play ``counterexample``'s steps; the failure they cause, if any (it
     carries its own :class:`Counterexample` with the new trace)."""
+    machine = dict(counterexample.machine)
+    if counterexample.code in BY_CODE:
+        # A violation found on the way by another property's search is
+        # enforced too, or the replay would only write it down again.
+        machine["enforcing"] = sorted(set(machine["enforcing"]) | {counterexample.code})
     try:
-        with playing(**counterexample.machine) as story:
+        with playing(**machine) as story:
             for number, step in enumerate(counterexample.steps, 1):
                 if step.rule == "teardown":
                     continue
