@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import defaultdict, deque
 from typing import Any
 
@@ -44,7 +45,11 @@ import redis.asyncio as aioredis
 
 from .interleaver import Interleaver
 from .redis_connection import LinkedConnection
-from .redis_server import SHORTEN_TTLS_LUA
+from .redis_server import EXPIRY_SLACK_MS, SHORTEN_TTLS_LUA
+
+#: Wall seconds between two corrections of the server's clock while no
+#: virtual time passes (see :meth:`RedisLink.follow_clock`).
+HOLD_STILL_AFTER = 0.002
 
 #: The key where the link remembers the server time it last synced at
 #: (no TTL, so the TTL script never touches it; agentscope never reads it).
@@ -95,6 +100,7 @@ class RedisLink:
         self.interleaver = interleaver
         self.sync = sync_client
         self._follow = sync_client.register_script(SHORTEN_TTLS_LUA)
+        self._held_still_at = float("-inf")
         self._connections: list[LinkedConnection] = []
         self._channels: dict[int, set[str]] = defaultdict(set)
         #: Messages (and subscribe confirmations) each connection is owed.
@@ -279,21 +285,33 @@ class RedisLink:
         """``seconds`` of virtual time passed (none: only give back the
         wall time the server counted since the last call). Synchronous:
         it runs between loop iterations, when nothing else talks to the
-        server."""
-        self._follow(keys=[SYNCED_AT], args=[round(seconds * 1000)])
+        server.
+
+        Holding still (no virtual time) is skipped when the last call was
+        under :data:`HOLD_STILL_AFTER` ago: the wall time is not lost, the
+        next call gives it back. This is the harness's one reading of a
+        wall clock; it decides only when a correction is sent, never what
+        agentscope sees (a key's TTL is off by at most that much, and a key
+        that close to its end when virtual time passes is ended:
+        :data:`~harness.kernel.redis_server.EXPIRY_SLACK_MS`)."""
+        now = time.monotonic()
+        if not seconds and now - self._held_still_at < HOLD_STILL_AFTER:
+            return
+        self._held_still_at = now
+        self._follow(keys=[SYNCED_AT], args=[round(seconds * 1000), EXPIRY_SLACK_MS])
 
     # ── what the harness reads ────────────────────────────────────────
 
     def queue(self, key: str) -> list[dict]:
         """The payloads queued at ``key`` (agentscope's stream encoding)."""
-        entries = self.sync.xrange(key) if self.sync.type(key) == "stream" else []
+        entries = self.sync.xrange(key)
         return [json.loads(fields["payload"]) for _, fields in entries if "payload" in fields]
 
     def registry(self, namespace: str) -> dict[str, str]:
-        return self.sync.hgetall(namespace) if self.sync.type(namespace) == "hash" else {}
+        return self.sync.hgetall(namespace)
 
     def value(self, key: str) -> str | None:
-        return self.sync.get(key) if self.sync.type(key) == "string" else None
+        return self.sync.get(key)
 
     def flush(self) -> None:
         """Empty the server for the next story."""

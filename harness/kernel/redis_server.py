@@ -52,6 +52,12 @@ LOG_TAIL_LINES = 15
 
 _PR_SET_PDEATHSIG = 1
 
+#: Milliseconds short of its end at which a key counts as ended when
+#: virtual time passes: what the wall clock can leave between a TTL the
+#: server counts and the virtual one (a few milliseconds), against
+#: agentscope's TTLs of whole seconds and timers of tenths of one.
+EXPIRY_SLACK_MS = 20
+
 #: One round trip for the whole keyspace, and atomic: nothing runs on the
 #: server between one key's ``PTTL`` and its ``PEXPIRE``. With a key
 #: (KEYS[1]), the wall milliseconds the server counted since the last call
@@ -60,6 +66,8 @@ _PR_SET_PDEATHSIG = 1
 #: and has no TTL, so the loop leaves it alone).
 SHORTEN_TTLS_LUA = """
 local elapsed = tonumber(ARGV[1])
+local slack = 0
+if elapsed > 0 then slack = tonumber(ARGV[2] or 0) end
 if KEYS[1] then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -73,7 +81,7 @@ local shortened = 0
 for _, key in ipairs(redis.call('KEYS', '*')) do
   local left = redis.call('PTTL', key)
   if left > 0 then
-    if left <= elapsed then
+    if left <= elapsed + slack then
       redis.call('DEL', key)
     else
       redis.call('PEXPIRE', key, left - elapsed)
