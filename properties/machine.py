@@ -34,6 +34,7 @@ from .rules.background import BackgroundJobs
 from .rules.faults import BusFaults, Crashes, NodeCrashes
 from .rules.producers import ProducerRules
 from .rules.questions import Questions
+from .rules.story_rule import ON_SEVERAL_NODES
 from .rules.teams import SeveralTeams, TeamRules
 from .rules.users import Interrupts, ParkedMessages, UserRules
 from .invariants.safety import LastParked
@@ -258,10 +259,16 @@ def machine_enforcing(*codes: str, **narrowing) -> type[HitlMachine]:
     narrows ``turns`` or ``cast``, or sets flags, which bring their rules)."""
     flags = {**{f: getattr(HitlMachine, f) for f in OPTIONAL_RULES}, **narrowing}
     mixins = tuple(rules for flag, rules in OPTIONAL_RULES.items() if flags.get(flag))
-    if flags.get("crashes") and narrowing.get("nodes", 1) > 1:
+    several_nodes = narrowing.get("nodes", 1) > 1
+    if flags.get("crashes") and several_nodes:
         mixins = (NodeCrashes, *mixins)
+    bases = (*mixins, HitlMachine)
+    choosing_nodes = {
+        name: played for name, played in ON_SEVERAL_NODES.items()
+        if several_nodes and any(hasattr(base, name) for base in bases)
+    }
     name = "HitlMachine_" + "_".join(codes)
-    return type(name, (*mixins, HitlMachine), {"checked": frozenset(codes), **narrowing})
+    return type(name, bases, {"checked": frozenset(codes), **narrowing, **choosing_nodes})
 
 
 def machine_for(code: str) -> type[HitlMachine]:

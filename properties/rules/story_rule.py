@@ -122,9 +122,9 @@ class Movable:
 @dataclass(frozen=True)
 class OnNode:
     """The node (process) that serves an action: one of the world's
-    ``among`` (a method returning node numbers). Drawn and recorded only in
-    worlds of several nodes: in a one-node world it is ``None`` and left
-    out of the story, which stays as it was before nodes existed."""
+    ``among`` (a method returning node numbers). Drawn and recorded only by
+    machines of several nodes (:data:`ON_SEVERAL_NODES`): in a one-node
+    story it is absent, and the story stays as it was before nodes existed."""
 
     among: str = "live_nodes"
     #: May be missing from a recorded step (a one-node story).
@@ -132,8 +132,6 @@ class OnNode:
 
     def strategy(self) -> st.SearchStrategy:
         def options(machine) -> st.SearchStrategy:
-            if machine.nodes == 1:
-                return st.just(None)
             values = getattr(machine.world, self.among)()
             return st.sampled_from(values) if values else st.nothing()
 
@@ -197,6 +195,13 @@ RULES: dict[str, RuleSpec] = {
 }
 
 
+#: The version of each rule that also chooses a node, by name: a machine
+#: of several nodes takes these (see :func:`properties.machine.machine_enforcing`).
+#: A one-node machine's rules draw exactly what they drew before nodes
+#: existed, so its searches and stories stay as they were.
+ON_SEVERAL_NODES: dict[str, Callable] = {}
+
+
 def story_rule(*, says: Callable[..., str], when: Callable | None = None, **arguments):
     """Declare a rule: precondition, arguments, sentence and body."""
 
@@ -204,27 +209,36 @@ def story_rule(*, says: Callable[..., str], when: Callable | None = None, **argu
         spec = RuleSpec(body.__name__, says, when, arguments)
         RULES[body.__name__] = spec
 
-        @functools.wraps(body)
-        def played(self, **given):
-            if self.playing_back:
-                reason = spec.refusal(self, given)
-                if reason is not None:
-                    kind = StoryDiverged if getattr(reason, "diverged", False) else StepDoesNotApply
-                    raise kind(f"step {len(self.steps) + 1}: rule {spec.name} does not apply: {reason}")
-            self.steps.append(Step(body.__name__, recorded(given, arguments)))
-            try:
-                body(self, **given)
-                self.check_now()
-            except Exception as failure:
-                self.attach_counterexample(failure)
-                raise
+        def step(strategies: dict) -> Callable:
+            @functools.wraps(body)
+            def played(self, **given):
+                if self.playing_back:
+                    reason = spec.refusal(self, given)
+                    if reason is not None:
+                        kind = StoryDiverged if getattr(reason, "diverged", False) else StepDoesNotApply
+                        raise kind(f"step {len(self.steps) + 1}: rule {spec.name} does not apply: {reason}")
+                self.steps.append(Step(body.__name__, recorded(given, arguments)))
+                try:
+                    body(self, **given)
+                    self.check_now()
+                except Exception as failure:
+                    self.attach_counterexample(failure)
+                    raise
+
+            declared = rule(**strategies)(played)
+            return precondition(when)(declared) if when is not None else declared
 
         strategies = {
             name: kind.strategy() if hasattr(kind, "strategy") else kind
             for name, kind in arguments.items()
         }
-        declared = rule(**strategies)(played)
-        return precondition(when)(declared) if when is not None else declared
+        one_node = {
+            name: strategy for name, strategy in strategies.items()
+            if not getattr(arguments[name], "optional", False)
+        }
+        if one_node != strategies:
+            ON_SEVERAL_NODES[body.__name__] = step(strategies)
+        return step(one_node)
 
     return declare
 
