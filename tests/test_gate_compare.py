@@ -45,13 +45,17 @@ RESULTS = {
 RAN: list[str] = []
 
 
-def _fake_run(target, **_options) -> Row:
+def _fake_row(target) -> Row:
     RAN.append(target.version)
     row = Row(name=target.name, version=target.version,
               verdicts=json.loads(json.dumps(RESULTS[target.version])))
     row.seconds["suite"] = 1.0
     row.judge()
     return row
+
+
+async def _fake_run(target, **_options) -> Row:
+    return _fake_row(target)
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +66,7 @@ def offline(monkeypatch):
 
 
 def _row(version: str) -> Row:
-    return _fake_run(specs.resolve(version)[0])
+    return _fake_row(specs.resolve(version)[0])
 
 
 def _saved(tmp_path: Path, *versions: str) -> Path:
@@ -166,10 +170,10 @@ def test_a_baseline_spec_is_run_first_and_once(tmp_path):
 
 
 def test_a_baseline_that_could_not_run_keeps_its_exit_code(tmp_path, monkeypatch):
-    def broken(target, **_options):
+    async def broken(target, **_options):
         if target.version == "2.0.8":
             return Row(name="2.0.8").could_not_run(Exit.INSTALL_FAILED, "no wheel")
-        return _fake_run(target)
+        return _fake_row(target)
 
     monkeypatch.setattr(gate_module, "_gate_one", broken)
     assert gate_module.gate(["2.0.11"], baseline="2.0.8") == Exit.INSTALL_FAILED

@@ -2,6 +2,7 @@
 
     hitl-harness gate [SPEC ...] [--baseline SPEC | --baseline-json FILE] [--known FILE]
                       [--with-fix] [--profile NAME] [--json FILE] [--junit FILE]
+                      [--budget MINUTES] [--corpus DIR]
     hitl-harness replay PATH [--with-fix]
 
 Exit codes are :class:`harness.tools.gate.Exit` (see the README).
@@ -26,6 +27,17 @@ def _workers(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if not 1 <= value <= MAX_WORKERS:
         raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_WORKERS}")
+    return value
+
+
+def _minutes(text: str) -> float:
+    """``--budget``: a number of minutes above 0 (a week at most)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes") from None
+    if not 0 < value <= 7 * 24 * 60:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and a week of minutes")
     return value
 
 
@@ -80,6 +92,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="a list of known violations (property, releases, finding): shown, "
                       "but they do not fail the gate; the project's own is "
                       "docs/findings/known.json")
+    gate.add_argument("--budget", type=_minutes, metavar="MINUTES",
+                      help="the most each release's property suite may take: one still "
+                      "running then is ended (its whole process group) and gets the verdict "
+                      "'did not finish', exit 7 (default: no budget)")
+    gate.add_argument("--corpus", type=Path, metavar="DIR",
+                      help="the counterexample folders the pre-gate replays on each release "
+                      "before any search, each reported as still fails, passes now or cannot "
+                      "replay (default: the project's docs/findings/counterexamples)")
     gate.add_argument("--workers", type=_workers, default=min(2, os.cpu_count() or 1),
                       help=f"pytest-xdist workers per SPEC, 1 to {MAX_WORKERS} (default: 2)")
     replay = commands.add_parser(
@@ -113,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             baseline=arguments.baseline,
             baseline_json=arguments.baseline_json,
             known=arguments.known,
+            budget=arguments.budget,
+            corpus=arguments.corpus,
         ))
     from .replay import replay_folder  # pylint: disable=import-outside-toplevel
 

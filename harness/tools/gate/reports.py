@@ -19,8 +19,7 @@ def table(rows: list[Row]) -> str:
     for row in rows:
         name = f"{row.name} (baseline)" if row.role == "baseline" else row.name
         if row.outcome in COULD_NOT_RUN:
-            body.append([name, row.version or "-", row.fix,
-                         f"could not run ({COULD_NOT_RUN[row.outcome]})"])
+            body.append([name, row.version or "-", row.fix, row.headline])
             continue
         cells = [_cell(row.verdicts.get(c, {})) for c in codes]
         body.append([name, row.version or "-", row.fix, *cells])
@@ -40,7 +39,7 @@ def table(rows: list[Row]) -> str:
     notes = []
     for row, name in zip(rows, (cells[0] for cells in body)):
         if row.outcome in COULD_NOT_RUN:
-            notes.append(f"{name}: could not run: {row.reason}")
+            notes.append(f"{name}: {row.kind}: {row.reason}")
         for code, verdict in sorted(row.verdicts.items(), key=lambda kv: code_order(kv[0])):
             if verdict["verdict"] != "holds":
                 where = verdict.get("counterexample") or "no counterexample written"
