@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -107,14 +108,18 @@ def cache(tmp_path, monkeypatch) -> Path:
     """A gate cache of its own, holding a faked environment of 2.0.8."""
     monkeypatch.setenv("HITL_GATE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(specs, "released", lambda: (Version("2.0.7"), Version("2.0.8")))
-    (target,) = specs.resolve("2.0.8")
+    _fake_environment(specs.resolve("2.0.8")[0])
+    return tmp_path / "cache"
+
+
+def _fake_environment(target) -> None:
+    """``target``'s environment in the cache, its python :data:`FAKE_PYTHON`."""
     folder = environments.cache_root() / "envs" / environments.key_of(target)
     (folder / "bin").mkdir(parents=True)
     python = folder / "bin" / "python"
     python.write_text(FAKE_PYTHON.format(python=sys.executable), encoding="utf-8")
     python.chmod(0o755)
     (folder / "environment.json").write_text("{}\n", encoding="utf-8")
-    return tmp_path / "cache"
 
 
 @pytest.fixture
@@ -275,6 +280,34 @@ def test_a_finished_gate_keeps_its_durations_for_the_next_eta(cache, corpus, tmp
     err = capsys.readouterr().err
     assert "ETA unknown" not in err
     assert re.search(r"\[1/1 2\.0\.8\] pre-gate · \d+:\d\d elapsed · ETA \d+:\d\d", err)
+
+
+def test_stopping_the_gate_ends_the_suite_and_its_workers(tmp_path, corpus, monkeypatch):
+    """Ctrl-C: the suite runs in a session of its own (the terminal's
+    SIGINT does not reach it), so the gate ends its group on the way out."""
+    wheel = tmp_path / "agentscope-2.0.8-py3-none-any.whl"  # a SPEC that needs no index
+    wheel.write_bytes(b"pretend")
+    monkeypatch.setenv("HITL_GATE_CACHE", str(tmp_path / "cache"))
+    _fake_environment(specs.resolve(str(wheel))[0])
+    environ = {**os.environ, "FAKE_SUITE": "hang", "FAKE_CHILD": str(tmp_path / "child")}
+    gate_process = subprocess.Popen(
+        [sys.executable, "-m", "harness", "gate", str(wheel), "--corpus", str(corpus)],
+        env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        for _ in range(600):  # until the suite's "worker" runs (at most a minute)
+            if (tmp_path / "child").is_file() and (tmp_path / "child").read_text():
+                break
+            if gate_process.poll() is not None:
+                break
+            anyio.run(anyio.sleep, 0.1)
+        worker = int((tmp_path / "child").read_text(encoding="utf-8"))
+        assert _alive(worker)
+        gate_process.send_signal(signal.SIGINT)
+        gate_process.wait(timeout=60)
+    finally:
+        gate_process.kill()
+    assert not _alive(worker)
 
 
 # ── the command line ──────────────────────────────────────────────────
