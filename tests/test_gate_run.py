@@ -46,13 +46,13 @@ def _found_here() -> Path:
     )
 
 #: The part of a gate environment's ``python`` the gate talks to, faked:
-#: ``-m harness.tools.gate.pregate`` and ``-m pytest`` (FAKE_SUITE=hang:
+#: ``-m harness.tools.gate.pregate_inside`` and ``-m pytest`` (FAKE_SUITE=hang:
 #: after one verdict it starts a child, as xdist starts workers, and waits).
 FAKE_PYTHON = r'''#!{python}
 import json, os, subprocess, sys, time
 
 args = sys.argv[1:]
-if args[:2] == ["-m", "harness.tools.gate.pregate"]:
+if args[:2] == ["-m", "harness.tools.gate.pregate_inside"]:
     print("a line that is not JSON")
     print(json.dumps({{"probe": {{"version": "2.0.8", "path": "/fake/agentscope",
                                  "drivable": True, "fix_refusal": None, "fix_covers": [],

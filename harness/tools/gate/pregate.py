@@ -10,15 +10,11 @@ news before the minutes of searching: a finding a release fixed shows up at
 once. It does not change the exit code; the searches give the verdicts.
 
 The same process first runs the probe (:mod:`.probe`): one import of
-agentscope serves both. Run inside an environment::
-
-    python -m harness.tools.gate.pregate [--with-fix] FOLDER...
-
-prints one JSON line with the probe's answer, then one per folder.
+agentscope serves both. It is :mod:`.pregate_inside`, run inside the
+environment; this module is the gate's side.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import textwrap
 from pathlib import Path
@@ -62,48 +58,6 @@ def check_corpus(corpus: Path | None) -> str | None:
     return None
 
 
-# ── inside the environment ────────────────────────────────────────────
-
-
-def _replay_one(folder: Path) -> dict:
-    """One folder's replay as the gate reads it."""
-    from properties.story.record import Counterexample, UnreadableStory  # pylint: disable=import-outside-toplevel
-
-    from ..replay import replay_story  # pylint: disable=import-outside-toplevel
-
-    entry = {"folder": folder.name, "path": str(folder), "found_on": None, "code": None}
-    try:
-        recorded = Counterexample.load(folder)
-    except UnreadableStory as unreadable:
-        return {**entry, "status": CANNOT, "why": f"unreadable: {unreadable}"}
-    entry.update(found_on=recorded.agentscope_version, code=recorded.code)
-    try:
-        replayed = replay_story(recorded)
-    except Exception as error:  # pylint: disable=broad-except
-        return {**entry, "status": CANNOT, "why": f"the replay broke: {type(error).__name__}: {error}"}
-    return {**entry, "status": replayed.status, "why": " ".join(replayed.why.split())}
-
-
-def main(argv: list[str] | None = None) -> None:
-    """The probe, then each folder replayed: one JSON line each."""
-    parser = argparse.ArgumentParser(prog="python -m harness.tools.gate.pregate")
-    parser.add_argument("--with-fix", action="store_true")
-    parser.add_argument("folders", nargs="*", type=Path)
-    arguments = parser.parse_args(argv)
-    from .probe import probe  # pylint: disable=import-outside-toplevel
-
-    found = probe()
-    print(json.dumps({"probe": found}), flush=True)
-    if not found.get("drivable"):
-        return
-    if arguments.with_fix and not found.get("fix_refusal"):
-        import reference_fix  # pylint: disable=import-outside-toplevel
-
-        reference_fix.apply()
-    for folder in arguments.folders:
-        print(json.dumps({"replayed": _replay_one(folder)}), flush=True)
-
-
 # ── in the gate ───────────────────────────────────────────────────────
 
 
@@ -129,7 +83,7 @@ async def run(env: Environment, corpus: list[Path], *, with_fix: bool,
             if on_replayed is not None:
                 on_replayed(said["replayed"])
 
-    command = [str(env.python), "-m", "harness.tools.gate.pregate",
+    command = [str(env.python), "-m", "harness.tools.gate.pregate_inside",
                *(["--with-fix"] if with_fix else []), *map(str, corpus)]
     why = None
     try:
@@ -195,6 +149,3 @@ def render(rows, corpus: Path) -> str:
     return "\n".join([f"pre-gate: the counterexamples of {corpus} replayed before any search",
                       *lines])
 
-
-if __name__ == "__main__":
-    main()
