@@ -236,8 +236,8 @@ def test_environments_are_built_side_by_side_two_at_a_time(tmp_path, monkeypatch
                      ("2.0.10", "2.0.10")]
     said = out.getvalue()
     assert "[2.0.10 (>=2.0.7)] uv: Resolved 85 packages for 2.0.10" in said
-    assert re.match(r"\[1/4 2\.0\.7 \(>=2\.0\.7\)\] building the environment · \d+:\d\d elapsed · "
-                    r"ETA unknown \(no earlier run of 2\.0\.7 \(>=2\.0\.7\) and 3 more\)", said)
+    assert re.match(r"\[1/4 2\.0\.7 \(>=2\.0\.7\)\] \d+:\d\d elapsed · ETA unknown \(no earlier "
+                    r"run of 2\.0\.7 \(>=2\.0\.7\) and 3 more\) · building the environment", said)
 
 
 # ── the gate, end to end on the faked environment ─────────────────────
@@ -269,17 +269,17 @@ def test_a_finished_gate_keeps_its_durations_for_the_next_eta(cache, corpus, tmp
     first = gate(["2.0.8"], corpus=corpus, live=False, counterexamples=tmp_path / "cx")
     assert first == Exit.VIOLATED
     err = capsys.readouterr().err
-    assert re.search(r"\[1/1 2\.0\.8\] pre-gate · \d+:\d\d elapsed · "
-                     r"ETA unknown \(no earlier run of 2\.0\.8\)", err)
-    assert "[1/1 2.0.8] property 1 of 2: I1 (0 stories)" in err
-    assert "I1 failed a story, shrinking it" in err
+    assert re.search(r"\[1/1 2\.0\.8\] \d+:\d\d elapsed · "
+                     r"ETA unknown \(no earlier run of 2\.0\.8\) · pre-gate", err)
+    assert re.search(r"\[1/1 2\.0\.8\] .* · property 1 of 2: I1 \(0 stories\)\n", err)
+    assert "I1 shrinking (I1 failed a story: shrinking it)" in err
     kept = json.loads((cache / "timings.json").read_text(encoding="utf-8"))
     (runs,) = kept.values()
     assert set(runs) == {"pregate", "suite"}
     gate(["2.0.8"], corpus=corpus, live=False, counterexamples=tmp_path / "cx")
     err = capsys.readouterr().err
     assert "ETA unknown" not in err
-    assert re.search(r"\[1/1 2\.0\.8\] pre-gate · \d+:\d\d elapsed · ETA \d+:\d\d", err)
+    assert re.search(r"\[1/1 2\.0\.8\] \d+:\d\d elapsed · ETA \d+:\d\d · pre-gate", err)
 
 
 def test_stopping_the_gate_ends_the_suite_and_its_workers(tmp_path, corpus, monkeypatch):
@@ -402,7 +402,7 @@ def test_plain_progress_says_the_phase_the_time_and_the_eta(tmp_path):
     display.start("2.0.8")
     display.phase("2.0.8", progress.PREGATE)
     assert out.getvalue().splitlines()[-1] == (
-        "[1/2 2.0.8] pre-gate · 0:00 elapsed · ETA unknown (no earlier run of 2.0.8, 2.0.9)"
+        "[1/2 2.0.8] 0:00 elapsed · ETA unknown (no earlier run of 2.0.8, 2.0.9) · pre-gate"
     )
     for key in ("k8", "k9"):
         history.record(key, "pregate", 10)
@@ -418,8 +418,8 @@ def test_plain_progress_says_the_phase_the_time_and_the_eta(tmp_path):
     display.event("2.0.8", {"event": "story", "code": "I1", "stories": 3, "failed": 0})
     lines = out.getvalue().splitlines()
     # 150 s left of 2.0.8's suite, then 2.0.9's pre-gate and suite
-    assert lines[-1] == ("[1/2 2.0.8] property 2 of 15: I1 (0 stories), I2 shrinking · 0:54 "
-                         "elapsed · ETA 6:00: I2 failed a story, shrinking it")
+    assert lines[-1] == ("[1/2 2.0.8] 0:54 elapsed · ETA 6:00 · property 2 of 15: I1 (0 stories), "
+                         "I2 shrinking (I2 failed a story: shrinking it)")
     assert display.doing(display.releases["2.0.8"]) == "property 2 of 15: I1 (3 stories), I2 shrinking"
     display.verdict("2.0.8", "I2 VIOLATED cx/I2-1")
     assert out.getvalue().splitlines()[-1] == "[2.0.8] I2 VIOLATED cx/I2-1"
@@ -451,7 +451,8 @@ def test_the_live_display_shows_the_release_and_keeps_what_is_said(tmp_path):
             display.start("2.0.8")
             display.phase("2.0.8", progress.PREGATE)
             display.building("2.0.8", "uv: Resolved 85 packages")
-            assert "[1/1 2.0.8] pre-gate" in display._render().plain
+            assert display._render().plain.startswith("[1/1 2.0.8] 0:00 elapsed · ETA unknown")
+            assert "· pre-gate\n" in display._render().plain
             assert "2.0.8: building the environment (0:00): uv: Resolved" in display._render().plain
             display.say("2.0.8", "pre-gate in 3.1 s: 31 replayed: 31 still fail")
 

@@ -198,7 +198,8 @@ class Display:
             if event.get("failed") and code not in release.shrinking and code not in release.done:
                 release.shrinking.add(code)
                 if not self.is_live:
-                    self._write(f"{self.status_line(release)}: {code} failed a story, shrinking it")
+                    self._write(f"{self.status_line(release)} ({code} failed a story: "
+                                "shrinking it)")
 
     def verdict(self, name: str, verdict: str) -> None:
         """A property's verdict came (``I5 VIOLATED ...``)."""
@@ -252,13 +253,14 @@ class Display:
         return f"ETA {clock(left)}" if left >= 1 else "ETA any moment now"
 
     def status_line(self, release: Release | None = None) -> str:
-        """``[1/2 2.0.8] property 5 of 15: I5 (37 stories) · 2:31 elapsed · ETA 1:40``."""
+        """``[1/2 2.0.8] 2:31 elapsed · ETA 1:40 · property 5 of 15: I5 (37
+        stories)`` (the times first: a narrow terminal cuts the end)."""
         release = release or self.current
         elapsed = f"{clock(self.now() - self.began)} elapsed"
         if release is None:
             return f"[gate] {elapsed}"
         head = f"[{release.number}/{len(self.releases)} {release.name}]"
-        return f"{head} {self.doing(release)} · {elapsed} · {self.eta()}"
+        return f"{head} {elapsed} · {self.eta()} · {self.doing(release)}"
 
     def _render(self):
         from rich.text import Text  # pylint: disable=import-outside-toplevel
