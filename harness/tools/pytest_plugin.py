@@ -15,7 +15,10 @@ are collected, or a harness option such as ``--hitl-harness`` is given).
 - every failing test whose exception carries a story writes a
   counterexample folder (``--counterexamples DIR``);
 - the summary ends with one verdict per property, also written as JSON
-  with ``--verdicts-json FILE`` (what ``hitl-harness gate`` reads).
+  with ``--verdicts-json FILE`` (what ``hitl-harness gate`` reads);
+- ``--progress-file FILE`` gets a line as each property's search starts
+  and as each of its stories ends (:mod:`.search_progress`; the gate's
+  progress display reads it).
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from harness.world.deployment import BUSES, DEFAULT_REDIS_NODES, Deployment, Dep
 from harness.world.marks import AGENTSCOPE_WARNINGS
 from harness.world.quiet import silence_agentscope
 
-from . import profiles
+from . import profiles, search_progress
 
 #: How verdict lines start, for a program reading the output as it comes.
 VERDICT_LINE = "hitl-verdict"
@@ -93,6 +96,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"print a '{VERDICT_LINE} <property> <verdict>' line as each "
         "property finishes",
     )
+    group.addoption(
+        "--progress-file",
+        metavar="FILE",
+        default=None,
+        help="append a JSON line to FILE as each property's search starts and "
+        "as each of its stories ends (for a progress display)",
+    )
 
 
 #: The folder holding the harness's packages (a checkout, or site-packages).
@@ -104,6 +114,7 @@ _ACTIVE = pytest.StashKey[bool]()
 #: Options that ask for the harness whatever is collected.
 _HARNESS_OPTIONS = (
     "--hitl-harness", "--reference-fix", "--verdicts-json", "--verdict-lines", "--bus", "--nodes",
+    "--progress-file",
 )
 
 
@@ -142,6 +153,12 @@ def pytest_configure(config: pytest.Config) -> None:
     silence_agentscope()
     if config.getoption("--verdict-lines"):
         _SAY_VERDICTS.append(True)
+    if config.getoption("--progress-file"):
+        from properties.machine import STORY_ENDED  # pylint: disable=import-outside-toplevel
+
+        writer = search_progress.Writer(config.getoption("--progress-file"))
+        _PROGRESS.append(writer)
+        STORY_ENDED.append(writer.story_ended)
     for line in AGENTSCOPE_WARNINGS:
         config.addinivalue_line("filterwarnings", line)
     try:
@@ -212,12 +229,16 @@ def _property_of(item: pytest.Item):
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A property test starts with nothing found on the way."""
-    if _property_of(item) is not None:
+    """A property test starts with nothing found on the way (and says it
+    starts, with ``--progress-file``)."""
+    prop = _property_of(item)
+    if prop is not None:
         from properties.machine import FOUND_ON_THE_WAY, WINDOWS_REACHED  # pylint: disable=import-outside-toplevel
 
         FOUND_ON_THE_WAY.clear()
         WINDOWS_REACHED.clear()
+        for writer in _PROGRESS:
+            writer.started(prop.code)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -278,6 +299,8 @@ def _point_the_summary_at(report: pytest.TestReport, line: str) -> None:
 
 _VERDICTS: dict[str, dict] = {}
 _SAY_VERDICTS: list[bool] = []
+#: The ``--progress-file`` writer of this process, if asked for.
+_PROGRESS: list[search_progress.Writer] = []
 #: Each property test's time so far (setup, call and teardown), in seconds.
 _SECONDS: dict[str, float] = {}
 
