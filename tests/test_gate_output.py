@@ -313,3 +313,17 @@ def test_a_merge_keeps_a_suite_that_did_not_finish_and_each_pre_gate(tmp_path, c
     assert written["specs"][2]["pregate"] == late.pregate
     error = ET.parse(tmp_path / "m.xml").getroot().find("testsuite[3]/testcase/error")
     assert error.get("type") == "did_not_finish"
+
+
+def test_the_help_lists_every_exit_code(capsys):
+    listed = {}
+    for command in ("gate", "merge"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        listed[command] = capsys.readouterr().out.split("exit codes", 1)[1]
+    for code in Exit:
+        assert f"\n  {int(code)}  " in listed["gate"], code
+        if not 3 <= code <= 6:  # the merge names those together
+            assert f"  {int(code)}  " in listed["merge"], code
+    assert "\n  3-6  a SPEC could not run" in listed["merge"]
+    assert "7  a property suite did not finish within its --budget" in listed["gate"]
