@@ -22,7 +22,6 @@ are collected, or a harness option such as ``--hitl-harness`` is given).
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from harness.world.deployment import BUSES, DEFAULT_REDIS_NODES, Deployment, Dep
 from harness.world.marks import AGENTSCOPE_WARNINGS
 from harness.world.quiet import silence_agentscope
 
-from . import profiles, search_progress
+from . import profiles, search_progress, verdicts
 
 #: How verdict lines start, for a program reading the output as it comes.
 VERDICT_LINE = "hitl-verdict"
@@ -305,16 +304,6 @@ _PROGRESS: list[search_progress.Writer] = []
 _SECONDS: dict[str, float] = {}
 
 
-def _says(report: pytest.TestReport) -> tuple[str | None, str | None]:
-    """What the failing story expected and what happened; for a failure
-    with no story, only what happened (pytest's one-line reason)."""
-    said = [v for k, v in report.user_properties if k == "says"]
-    if said:
-        return tuple(said[0])
-    crash = getattr(report.longrepr, "reprcrash", None)
-    return None, (crash.message if crash is not None else None)
-
-
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Remember each property's outcome and time for the verdict table (a
     property test is one whose report carries its property)."""
@@ -338,7 +327,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         folders = [v for k, v in report.user_properties if k == "counterexample"]
         also = dict(v for k, v in report.user_properties if k == "found_on_the_way")
         reached = next((v for k, v in report.user_properties if k == "windows"), {})
-        expected, actual = _says(report) if report.outcome == "failed" else (None, None)
+        expected, actual = verdicts.says(report) if report.outcome == "failed" else (None, None)
         _VERDICTS[code] = {
             "title": slug,
             "verdict": verdict,
@@ -364,51 +353,16 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     """One line per property: holds / VIOLATED (and where its
     counterexample is); the same as JSON with ``--verdicts-json``."""
-    import reference_fix  # pylint: disable=import-outside-toplevel
-    from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
-
     if not _VERDICTS:
         return
     terminalreporter.section(
         f"verdicts for {agentscope_under_test.describe()}",
     )
-    for code in sorted(_VERDICTS, key=code_order):
-        entry = _VERDICTS[code]
-        where = f"  -> {entry['counterexample']}" if entry["counterexample"] else ""
-        terminalreporter.line(
-            f"  {entry['verdict']:<9} {code} {entry['title']}{where}",
-        )
-        if entry["windows"]:
-            terminalreporter.line(f"            {_windows_line(entry)}")
-        for other, written in entry["also_found"].items():
-            terminalreporter.line(f"            its search also found {other} -> {written}")
+    for line in verdicts.summary_lines(_VERDICTS):
+        terminalreporter.line(line)
     target = config.getoption("--verdicts-json")
     if target:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        Path(target).write_text(
-            json.dumps(
-                {
-                    "agentscope_version": agentscope_under_test.version(),
-                    "agentscope_path": agentscope_under_test.path(),
-                    "reference_fix": reference_fix.is_applied(),
-                    "verdicts": _VERDICTS,
-                },
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
-
-
-def _windows_line(entry: dict) -> str:
-    """``reached: w ×3, v ×1`` or ``unreached: u (reached: w ×3)``."""
-    counts = entry["windows"]
-    reached = ", ".join(f"{w} ×{n}" for w, n in counts.items() if n)
-    unreached = [w for w, n in counts.items() if not n]
-    if unreached:
-        return f"unreached: {', '.join(unreached)}" + (f" (reached: {reached})" if reached else "")
-    return f"reached: {reached}"
+        verdicts.write_json(Path(target), _VERDICTS)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
