@@ -68,6 +68,11 @@ def use_deployment(deployment: Deployment) -> None:
     DEPLOYMENT = deployment
 
 
+#: Called as each story ends, with the properties it searched and whether
+#: it failed (the pytest plugin reports a search's progress through it: a
+#: failed story means Hypothesis goes on to shrink).
+STORY_ENDED: list = []
+
 #: The rules each flag turns on.
 OPTIONAL_RULES: dict[str, type] = {
     "interrupts": Interrupts,
@@ -237,6 +242,8 @@ class HitlMachine(
         finally:
             self._count_windows()
             self.world.close()
+            for listener in STORY_ENDED:
+                listener(self.checked, self._failed)
 
     def _count_windows(self) -> None:
         """Add this story's reached windows to each searched property's."""

@@ -18,16 +18,24 @@ gate_module = importlib.import_module("harness.tools.gate.gate")  # the package 
 RELEASES = tuple(Version(v) for v in ("2.0.7", "2.0.8", "2.0.9", "2.0.10", "2.0.11"))
 
 
-def made_up_run(verdicts_of: Callable[[str], dict], ran: list[str], suite_seconds: float):
-    """A per-release step giving each release ``verdicts_of(version)``,
-    noting each release it runs in ``ran``."""
-    def run(target, **_options) -> Row:
+def made_up_row(verdicts_of: Callable[[str], dict], ran: list[str], suite_seconds: float):
+    """A release's row with the verdicts ``verdicts_of(version)``, noting
+    each release it runs in ``ran``."""
+    def row_of(target) -> Row:
         ran.append(target.version)
         row = Row(name=target.name, version=target.version,
                   verdicts=json.loads(json.dumps(verdicts_of(target.version))))
         row.seconds["suite"] = suite_seconds
         row.judge()
         return row
+
+    return row_of
+
+
+def made_up_run(row_of: Callable[..., Row]):
+    """The gate's per-release step (a coroutine) giving ``row_of(target)``."""
+    async def run(target, **_options) -> Row:
+        return row_of(target)
 
     return run
 

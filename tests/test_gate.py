@@ -201,6 +201,8 @@ def test_version_is_printed(capsys):
 @pytest.mark.parametrize("argv", [
     ["gate", "2.0.11", "--workers", "-3"],
     ["gate", "2.0.11", "--workers", "many"],
+    ["gate", "2.0.11", "--budget", "0"],  # minutes above 0
+    ["gate", "2.0.11", "--budget", "soon"],
 ])
 def test_bad_options_are_usage_errors_before_any_work(argv, capsys):
     with pytest.raises(SystemExit) as done:

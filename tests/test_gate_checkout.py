@@ -21,6 +21,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import anyio
 import pytest
 
 import reference_fix
@@ -90,21 +91,24 @@ def test_a_checkout_is_resolved_with_the_baseline_before_any_work(branch):
 def test_its_environment_installs_it_editable_and_is_built_once(branch, monkeypatch):
     ran: list[tuple[str, ...]] = []
 
-    def uv(*arguments: str) -> None:
+    async def uv(_say, *arguments: str) -> None:
         ran.append(arguments)
         if arguments[0] == "venv":  # what uv would make
             Path(arguments[-1]).mkdir(parents=True)
 
     monkeypatch.setattr(environments, "_uv", uv)
     (target,) = specs.resolve(str(branch))
-    built = environments.ensure(target, say=lambda _message: None)
+    def ensure() -> environments.Environment:
+        return anyio.run(lambda: environments.ensure(target, say=lambda _message: None))
+
+    built = ensure()
     assert not built.cached
     install = ran[1]
     assert install[:2] == ("pip", "install")
     assert install[install.index("--editable") + 1] == f"{branch.resolve()}[service,storage-sql]"
     assert set(environments.pinned_dependencies()) <= set(install)
     ran.clear()
-    assert environments.ensure(target, say=lambda _message: None).cached and ran == []
+    assert ensure().cached and ran == []
 
     chat = branch / reference_fix.FIXES["parked-continuation"][0].path
     chat.write_text(chat.read_text(encoding="utf-8") + "\n", encoding="utf-8")

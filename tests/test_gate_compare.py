@@ -18,7 +18,7 @@ from harness.tools.cli import main
 from harness.tools.gate import compare, specs
 from harness.tools.gate.outcomes import Exit, Row
 
-from gate_runs import gate_module, go_offline, made_up_run
+from gate_runs import gate_module, go_offline, made_up_row, made_up_run
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,7 +41,8 @@ RESULTS = {
 
 RAN: list[str] = []
 
-_fake_run = made_up_run(RESULTS.__getitem__, RAN, suite_seconds=1.0)
+_fake_row = made_up_row(RESULTS.__getitem__, RAN, suite_seconds=1.0)
+_fake_run = made_up_run(_fake_row)
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +52,7 @@ def offline(monkeypatch):
 
 
 def _row(version: str) -> Row:
-    return _fake_run(specs.resolve(version)[0])
+    return _fake_row(specs.resolve(version)[0])
 
 
 def _saved(tmp_path: Path, *versions: str) -> Path:
@@ -159,10 +160,10 @@ def test_a_baseline_spec_is_run_first_and_once(tmp_path, capsys):
 
 
 def test_a_baseline_that_could_not_run_keeps_its_exit_code(tmp_path, monkeypatch):
-    def broken(target, **_options):
+    async def broken(target, **_options):
         if target.version == "2.0.8":
             return Row(name="2.0.8").could_not_run(Exit.INSTALL_FAILED, "no wheel")
-        return _fake_run(target)
+        return _fake_row(target)
 
     monkeypatch.setattr(gate_module, "_gate_one", broken)
     assert gate_module.gate(["2.0.11"], baseline="2.0.8") == Exit.INSTALL_FAILED

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from harness.tools.gate.shards import BadShard, Shard, parse
 from harness.tools.gate.table import LEGEND, WIDTH, table
 from properties.catalog import PROPERTIES
 
-from gate_runs import go_offline, made_up_run
+from gate_runs import go_offline, made_up_row, made_up_run
 CODES = [record.code for record in PROPERTIES]
 
 
@@ -48,7 +49,8 @@ def _verdicts(version: str) -> dict:
 
 RAN: list[str] = []
 
-_fake_run = made_up_run(_verdicts, RAN, suite_seconds=200.0)
+_fake_row = made_up_row(_verdicts, RAN, suite_seconds=200.0)
+_fake_run = made_up_run(_fake_row)
 
 
 @pytest.fixture(autouse=True)
@@ -60,11 +62,11 @@ def offline(monkeypatch):
 def _compared() -> list[Row]:
     """2.0.9 and a checkout with a long path, against the baseline 2.0.8,
     and a SPEC that could not run."""
-    base = _fake_run(specs.resolve("2.0.8")[0])
+    base = _fake_row(specs.resolve("2.0.8")[0])
     base.role, base.new = "baseline", []
     rows = [base]
     for name in ("2.0.9", "/home/someone/src/agentscope-with-a-long-branch-name"):
-        row = _fake_run(specs.resolve("2.0.9")[0])
+        row = _fake_row(specs.resolve("2.0.9")[0])
         row.name = name
         compare.classify(row, base, [])
         rows.append(row)
@@ -107,7 +109,7 @@ def test_the_table_has_a_legend_and_one_mark_per_verdict():
 
 
 def test_a_violation_that_fails_the_gate_is_a_capital_x():
-    row = _fake_run(specs.resolve("2.0.8")[0])
+    row = _fake_row(specs.resolve("2.0.8")[0])
     compare.classify(row, None, [])  # no baseline: every violation fails
     marks = table([row]).splitlines()[1].split()[2:]
     assert marks[CODES.index("I1")] == "X" and marks[CODES.index("I8")] == "X"
@@ -160,7 +162,7 @@ def test_junit_has_one_timed_case_per_property_in_catalog_order(tmp_path):
 
 
 def test_a_failing_case_says_expected_actual_and_the_folder(tmp_path):
-    row = _fake_run(specs.resolve("2.0.8")[0])
+    row = _fake_row(specs.resolve("2.0.8")[0])
     compare.classify(row, None, [])
     write_junit([row], tmp_path / "v.xml")
     suite = ET.parse(tmp_path / "v.xml").getroot().find("testsuite")
@@ -282,3 +284,46 @@ def test_folders_under_the_working_directory_are_shown_relative(tmp_path, monkey
     shown = importlib.import_module("harness.tools.gate.gate")._relative(verdict)
     assert shown["also_found"] == {"I1": "cx/I1-a", "I2": "/elsewhere/I2-b"}
     assert shown["counterexample"] is None
+
+
+def test_a_merge_keeps_a_suite_that_did_not_finish_and_each_pre_gate(tmp_path, capsys):
+    other = tmp_path / "other.json"
+    assert main(["gate", "2.0.11", "--baseline", "2.0.9", "--json", str(other)]) == Exit.HOLDS
+    corpus = json.loads(other.read_text(encoding="utf-8"))["corpus"]
+    late = Row("2.0.10", version="2.0.10").could_not_run(Exit.DID_NOT_FINISH,
+                                                          "3 of 15 properties had verdicts")
+    late.pregate = [{"folder": "I1-aaaa0000", "path": "cx/I1-aaaa0000", "found_on": "2.0.8",
+                     "code": "I1", "status": "passes now", "why": "I1 holds through the story"}]
+    saved = tmp_path / "late.json"
+    write_json([late], saved, exit_code([late]), profile="ci", with_fix=False, corpus=corpus)
+    capsys.readouterr()
+    merged = tmp_path / "merged.json"
+    code = main(["merge", str(other), str(saved), "--json", str(merged),
+                 "--junit", str(tmp_path / "m.xml")])
+    out = capsys.readouterr().out
+    assert code == Exit.DID_NOT_FINISH == 7
+    assert re.search(r"^2\.0\.10 +off  did not finish$", out, re.M)
+    assert "2.0.10: did not finish: 3 of 15 properties had verdicts" in out
+    assert f"pre-gate: the counterexamples of {corpus} replayed before any search" in out
+    assert "2.0.10: 1 replayed: 1 passes now" in out
+    assert out.rstrip().endswith("exit 7: a property suite did not finish within its budget")
+    written = json.loads(merged.read_text(encoding="utf-8"))
+    assert written["schema"] == JSON_SCHEMA and written["exit_code"] == 7
+    assert [s["outcome"] for s in written["specs"]] == ["violated", "violated", "did_not_finish"]
+    assert written["specs"][2]["pregate"] == late.pregate
+    error = ET.parse(tmp_path / "m.xml").getroot().find("testsuite[3]/testcase/error")
+    assert error.get("type") == "did_not_finish"
+
+
+def test_the_help_lists_every_exit_code(capsys):
+    listed = {}
+    for command in ("gate", "merge"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        listed[command] = capsys.readouterr().out.split("exit codes", 1)[1]
+    for code in Exit:
+        assert f"\n  {int(code)}  " in listed["gate"], code
+        if not 3 <= code <= 6:  # the merge names those together
+            assert f"  {int(code)}  " in listed["merge"], code
+    assert "\n  3-6  a SPEC could not run" in listed["merge"]
+    assert "7  a property suite did not finish within its --budget" in listed["gate"]

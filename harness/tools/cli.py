@@ -3,7 +3,7 @@ counterexamples.
 
     hitl-harness gate [SPEC ...] [--baseline SPEC | --baseline-json FILE] [--known FILE]
                       [--with-fix] [--profile NAME] [--json FILE] [--junit FILE]
-                      [--shard I/N]
+                      [--shard I/N] [--budget MINUTES] [--corpus DIR]
     hitl-harness merge FILE ... [--json FILE] [--junit FILE]
     hitl-harness replay PATH [--with-fix]
 
@@ -56,6 +56,8 @@ exit codes:
   4  an environment could not be built
   5  the harness cannot drive that agentscope (the row names what it missed)
   6  a property run broke without verdicts (the row names its log)
+  7  a property suite did not finish within its --budget (it was ended, its
+     workers too)
   When SPECs end differently, the lowest non-zero code wins."""
 
 
@@ -65,7 +67,8 @@ exit codes (those the gates would have ended with together):
   0  nothing new is violated      1  a property is newly VIOLATED
   2  the command line was wrong, or the files cannot form one gate: not a
      gate's JSON, a SPEC in two files, different settings, a missing shard
-  3-6  a SPEC could not run (see `hitl-harness gate --help`)"""
+  3-6  a SPEC could not run (see `hitl-harness gate --help`)
+  7  a SPEC's property suite did not finish within its --budget"""
 
 
 def _gate_epilog() -> str:
@@ -81,7 +84,8 @@ environment variables:
 cache: $HITL_GATE_CACHE, else $XDG_CACHE_HOME/agentscope-hitl-harness, else
   ~/.cache/agentscope-hitl-harness. Its envs/ holds one environment per SPEC,
   built once with uv (delete one to rebuild it), each with the last run's
-  pytest output in last-run.log.
+  pytest output in last-run.log; timings.json keeps how long each release's
+  pre-gate and suite took (the progress display's ETA).
 
 reference fixes (--with-fix):
 """ + _fixes()
@@ -92,6 +96,17 @@ def _fixes() -> str:
     import reference_fix  # pylint: disable=import-outside-toplevel
 
     return reference_fix.summary(indent="  ")
+
+
+def _minutes(text: str) -> float:
+    """``--budget``: a number of minutes above 0 (a week at most)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes") from None
+    if not 0 < value <= 7 * 24 * 60:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and a week of minutes")
+    return value
 
 
 def _version() -> str:
@@ -151,6 +166,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="a list of known violations (property, releases, finding): shown, "
                       "but they do not fail the gate; the project's own is "
                       "docs/findings/known.json")
+    gate.add_argument("--budget", type=_minutes, metavar="MINUTES",
+                      help="the most each release's property suite may take: one still "
+                      "running then is ended (its whole process group) and gets the verdict "
+                      "'did not finish', exit 7 (default: no budget)")
+    gate.add_argument("--corpus", type=Path, metavar="DIR",
+                      help="the counterexample folders the pre-gate replays on each release "
+                      "before any search, each reported as still fails, passes now or cannot "
+                      "replay (default: the project's docs/findings/counterexamples)")
     gate.add_argument("--workers", type=_workers, default=min(2, os.cpu_count() or 1),
                       help=f"pytest-xdist workers per SPEC, 1 to {MAX_WORKERS} (default: 2)")
     gate.add_argument("--shard", type=_shard, metavar="I/N",
@@ -208,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             baseline_json=arguments.baseline_json,
             known=arguments.known,
             shard=arguments.shard,
+            budget=arguments.budget,
+            corpus=arguments.corpus,
         ))
     if arguments.command == "merge":
         from .gate.merge import merge  # pylint: disable=import-outside-toplevel

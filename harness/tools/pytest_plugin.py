@@ -15,11 +15,13 @@ are collected, or a harness option such as ``--hitl-harness`` is given).
 - every failing test whose exception carries a story writes a
   counterexample folder (``--counterexamples DIR``);
 - the summary ends with one verdict per property, also written as JSON
-  with ``--verdicts-json FILE`` (what ``hitl-harness gate`` reads).
+  with ``--verdicts-json FILE`` (what ``hitl-harness gate`` reads);
+- ``--progress-file FILE`` gets a line as each property's search starts
+  and as each of its stories ends (:mod:`.search_progress`; the gate's
+  progress display reads it).
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -32,7 +34,7 @@ from harness.world.deployment import BUSES, DEFAULT_REDIS_NODES, Deployment, Dep
 from harness.world.marks import AGENTSCOPE_WARNINGS
 from harness.world.quiet import silence_agentscope
 
-from . import profiles
+from . import profiles, search_progress, verdicts
 
 #: How verdict lines start, for a program reading the output as it comes.
 VERDICT_LINE = "hitl-verdict"
@@ -93,6 +95,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help=f"print a '{VERDICT_LINE} <property> <verdict>' line as each "
         "property finishes",
     )
+    group.addoption(
+        "--progress-file",
+        metavar="FILE",
+        default=None,
+        help="append a JSON line to FILE as each property's search starts and "
+        "as each of its stories ends (for a progress display)",
+    )
 
 
 #: The folder holding the harness's packages (a checkout, or site-packages).
@@ -104,6 +113,7 @@ _ACTIVE = pytest.StashKey[bool]()
 #: Options that ask for the harness whatever is collected.
 _HARNESS_OPTIONS = (
     "--hitl-harness", "--reference-fix", "--verdicts-json", "--verdict-lines", "--bus", "--nodes",
+    "--progress-file",
 )
 
 
@@ -142,6 +152,12 @@ def pytest_configure(config: pytest.Config) -> None:
     silence_agentscope()
     if config.getoption("--verdict-lines"):
         _SAY_VERDICTS.append(True)
+    if config.getoption("--progress-file"):
+        from properties.machine import STORY_ENDED  # pylint: disable=import-outside-toplevel
+
+        writer = search_progress.Writer(config.getoption("--progress-file"))
+        _PROGRESS.append(writer)
+        STORY_ENDED.append(writer.story_ended)
     for line in AGENTSCOPE_WARNINGS:
         config.addinivalue_line("filterwarnings", line)
     try:
@@ -212,12 +228,16 @@ def _property_of(item: pytest.Item):
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A property test starts with nothing found on the way."""
-    if _property_of(item) is not None:
+    """A property test starts with nothing found on the way (and says it
+    starts, with ``--progress-file``)."""
+    prop = _property_of(item)
+    if prop is not None:
         from properties.machine import FOUND_ON_THE_WAY, WINDOWS_REACHED  # pylint: disable=import-outside-toplevel
 
         FOUND_ON_THE_WAY.clear()
         WINDOWS_REACHED.clear()
+        for writer in _PROGRESS:
+            writer.started(prop.code)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -278,18 +298,10 @@ def _point_the_summary_at(report: pytest.TestReport, line: str) -> None:
 
 _VERDICTS: dict[str, dict] = {}
 _SAY_VERDICTS: list[bool] = []
+#: The ``--progress-file`` writer of this process, if asked for.
+_PROGRESS: list[search_progress.Writer] = []
 #: Each property test's time so far (setup, call and teardown), in seconds.
 _SECONDS: dict[str, float] = {}
-
-
-def _says(report: pytest.TestReport) -> tuple[str | None, str | None]:
-    """What the failing story expected and what happened; for a failure
-    with no story, only what happened (pytest's one-line reason)."""
-    said = [v for k, v in report.user_properties if k == "says"]
-    if said:
-        return tuple(said[0])
-    crash = getattr(report.longrepr, "reprcrash", None)
-    return None, (crash.message if crash is not None else None)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -315,7 +327,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         folders = [v for k, v in report.user_properties if k == "counterexample"]
         also = dict(v for k, v in report.user_properties if k == "found_on_the_way")
         reached = next((v for k, v in report.user_properties if k == "windows"), {})
-        expected, actual = _says(report) if report.outcome == "failed" else (None, None)
+        expected, actual = verdicts.says(report) if report.outcome == "failed" else (None, None)
         _VERDICTS[code] = {
             "title": slug,
             "verdict": verdict,
@@ -341,51 +353,16 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     """One line per property: holds / VIOLATED (and where its
     counterexample is); the same as JSON with ``--verdicts-json``."""
-    import reference_fix  # pylint: disable=import-outside-toplevel
-    from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
-
     if not _VERDICTS:
         return
     terminalreporter.section(
         f"verdicts for {agentscope_under_test.describe()}",
     )
-    for code in sorted(_VERDICTS, key=code_order):
-        entry = _VERDICTS[code]
-        where = f"  -> {entry['counterexample']}" if entry["counterexample"] else ""
-        terminalreporter.line(
-            f"  {entry['verdict']:<9} {code} {entry['title']}{where}",
-        )
-        if entry["windows"]:
-            terminalreporter.line(f"            {_windows_line(entry)}")
-        for other, written in entry["also_found"].items():
-            terminalreporter.line(f"            its search also found {other} -> {written}")
+    for line in verdicts.summary_lines(_VERDICTS):
+        terminalreporter.line(line)
     target = config.getoption("--verdicts-json")
     if target:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        Path(target).write_text(
-            json.dumps(
-                {
-                    "agentscope_version": agentscope_under_test.version(),
-                    "agentscope_path": agentscope_under_test.path(),
-                    "reference_fix": reference_fix.is_applied(),
-                    "verdicts": _VERDICTS,
-                },
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n",
-            encoding="utf-8",
-        )
-
-
-def _windows_line(entry: dict) -> str:
-    """``reached: w ×3, v ×1`` or ``unreached: u (reached: w ×3)``."""
-    counts = entry["windows"]
-    reached = ", ".join(f"{w} ×{n}" for w, n in counts.items() if n)
-    unreached = [w for w, n in counts.items() if not n]
-    if unreached:
-        return f"unreached: {', '.join(unreached)}" + (f" (reached: {reached})" if reached else "")
-    return f"reached: {reached}"
+        verdicts.write_json(Path(target), _VERDICTS)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

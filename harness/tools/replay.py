@@ -9,17 +9,60 @@ agentscope it was found on, the replayed trace must equal the recorded one
 from __future__ import annotations
 
 import difflib
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.world import agentscope_under_test
 from harness.world.quiet import silence_agentscope
 from properties.rules.story_rule import StepDoesNotApply
-from properties.story.playback import replay
+from properties.story.playback import StoryEndedEarly, replay
 from properties.story.record import Counterexample, UnreadableStory
+
+from .gate.pregate import CANNOT, NOW_PASSES, STILL
 
 #: Exit codes of ``replay``: it passes now; it still fails (the same way,
 #: differently, or a step no longer applies); not a counterexample folder.
 PASSES, STILL_FAILS, UNREADABLE = 0, 1, 2
+
+@dataclass
+class Replayed:
+    """One replay of a story: what it found (:data:`STILL`,
+    :data:`NOW_PASSES` or :data:`CANNOT`) and why, in one line."""
+
+    status: str
+    why: str
+    failure: BaseException | None = None
+
+    @property
+    def again(self) -> Counterexample | None:
+        """The story the failure carries, if it broke the same property."""
+        return getattr(self.failure, "counterexample", None)
+
+
+def replay_story(recorded: Counterexample) -> Replayed:
+    """Play ``recorded`` back and judge it. A story with a step this
+    harness cannot play (a rule it does not have, an argument it does not
+    know) cannot be replayed: it neither fails nor passes. A story that
+    ends early because agentscope no longer reaches the state a step needs
+    (as on a release that fixes the bug earlier in the story) is judged by
+    how it ended, and says where it ended."""
+    with warnings.catch_warnings(record=True) as heard:
+        warnings.simplefilter("always", StoryEndedEarly)
+        failure = replay(recorded)
+    early = next((str(w.message) for w in heard if issubclass(w.category, StoryEndedEarly)), None)
+    ended = f" ({early})" if early else ""
+    if isinstance(failure, StepDoesNotApply):
+        return Replayed(CANNOT, str(failure), failure)
+    if failure is None:
+        return Replayed(NOW_PASSES, f"{recorded.code} holds through the whole story"
+                        if early is None else f"{recorded.code} holds{ended}")
+    again = getattr(failure, "counterexample", None)
+    if again is None or again.code != recorded.code:
+        first = (str(failure).strip().splitlines() or [""])[0]
+        return Replayed(STILL, f"differently: {type(failure).__name__}: {first}{ended}", failure)
+    return Replayed(STILL, f"the same way: {recorded.code} at step {len(again.steps)} "
+                           f"of {len(recorded.steps)}{ended}", failure)
 
 
 def replay_folder(folder: Path, *, with_fix: bool = False) -> int:
@@ -41,19 +84,17 @@ def replay_folder(folder: Path, *, with_fix: bool = False) -> int:
     print(f"replaying {recorded.name} ({len(recorded.steps)} steps, found on agentscope "
           f"{recorded.agentscope_version}) on {agentscope_under_test.describe()}"
           + (" with the reference fix" if with_fix else ""))
-    failure = replay(recorded)
-    if isinstance(failure, StepDoesNotApply):
-        print(f"cannot be replayed here: {failure}")
+    replayed = replay_story(recorded)
+    if replayed.status == CANNOT:
+        print(f"cannot be replayed here: {replayed.why}")
         return STILL_FAILS
-    if failure is None:
-        print(f"passes now: {recorded.code} holds through the whole story")
+    if replayed.status == NOW_PASSES:
+        print(f"passes now: {replayed.why}")
         return PASSES
-    again = getattr(failure, "counterexample", None)
+    print(f"still fails {replayed.why}")
+    again = replayed.again
     if again is None or again.code != recorded.code:
-        print(f"still fails, differently: {type(failure).__name__}: {failure}")
         return STILL_FAILS
-    print(f"still fails the same way: {recorded.code} at step {len(again.steps)} "
-          f"of {len(recorded.steps)}")
     print("  " + again.failure.strip().replace("\n", "\n  "))
     same_release = (
         again.agentscope_version == recorded.agentscope_version

@@ -86,7 +86,8 @@ def load_rows(path: Path) -> list[Row]:
 
 def load_run(path: Path) -> tuple[dict, list[Row]]:
     """How a gate saved with ``--json`` ran (``profile``, ``with_fix``,
-    ``shard``: empty for a version 1 file), and its rows."""
+    ``shard``, the pre-gate's ``corpus``: empty for a version 1 file), and
+    its rows."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         saved = data["specs"]
@@ -107,7 +108,7 @@ def load_run(path: Path) -> tuple[dict, list[Row]]:
             rows.append(Row(**values, outcome=outcome))
         except (KeyError, TypeError, AttributeError):
             raise BadBaseline(f"{path}: not the JSON of a gate (--json)") from None
-    return {k: data[k] for k in ("profile", "with_fix", "shard") if k in data}, rows
+    return {k: data[k] for k in ("profile", "with_fix", "shard", "corpus") if k in data}, rows
 
 
 def pick_baseline(rows: list[Row], path: Path, name: str | None) -> Row:
@@ -126,7 +127,7 @@ def pick_baseline(rows: list[Row], path: Path, name: str | None) -> Row:
         chosen = rows
     row = chosen[-1]
     if not row.verdicts:
-        raise BadBaseline(f"{path}: {row.name} could not run there ({row.reason}), "
+        raise BadBaseline(f"{path}: {row.name} {row.kind} there ({row.reason}), "
                           "so it has no verdicts to compare with")
     row.role, row.new = "baseline", []
     return row

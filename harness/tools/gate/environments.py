@@ -7,6 +7,10 @@ target's identity, those versions and the Python), so a second gate of the
 same target starts in seconds. The harness itself is not installed into it:
 its packages are put on ``PYTHONPATH`` (see :func:`harness_path`), so the
 environment never depends on how the harness was installed here.
+
+A build runs uv through anyio (:mod:`.processes`): each line uv writes is
+handed on as it comes (the build is never silent), and a build that takes
+longer than :data:`BUILD_LIMIT` is ended and fails.
 """
 from __future__ import annotations
 
@@ -14,14 +18,13 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from . import index
+from . import index, processes
 from .specs import Target
 
 #: The harness's runtime dependencies, installed into every environment.
@@ -40,6 +43,9 @@ HARNESS_PACKAGES = ("harness", "fakes", "properties", "reference_fix")
 
 #: Lines of the installer's error kept in a "could not run" verdict.
 ERROR_LINES = 3
+
+#: Seconds an environment build may take before it is ended and fails.
+BUILD_LIMIT = 20 * 60
 
 
 class InstallFailed(Exception):
@@ -85,18 +91,27 @@ def key_of(target: Target) -> str:
     return digest[:16]
 
 
-def ensure(target: Target, say=print) -> Environment:
-    """The cached environment of ``target``, built first if it is missing."""
+def cached(target: Target) -> Environment | None:
+    """The environment of ``target`` if it is in the cache."""
+    folder = cache_root() / "envs" / key_of(target)
+    return Environment(folder, cached=True) if (folder / "environment.json").is_file() else None
+
+
+async def ensure(target: Target, say=print) -> Environment:
+    """The cached environment of ``target``, built first if it is missing;
+    ``say`` hears what is done and every line uv writes."""
+    found = cached(target)
+    if found is not None:
+        return found
     envs = cache_root() / "envs"
     folder = envs / key_of(target)
-    if (folder / "environment.json").is_file():
-        return Environment(folder, cached=True)
     envs.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f"{folder.name}.", suffix=".building", dir=envs))
     try:
         say(f"building an environment with uv in {folder}")
-        _uv("venv", "--quiet", "--python", sys.executable, str(building / "venv"))
-        _uv(
+        await _uv(say, "venv", "--quiet", "--python", sys.executable, str(building / "venv"))
+        await _uv(
+            say,
             "pip",
             "install",
             "--python",
@@ -136,15 +151,19 @@ def harness_path() -> Path:
     return stage
 
 
-def _uv(*arguments: str) -> None:
+async def _uv(say, *arguments: str) -> None:
+    """Run uv, each line it writes handed to ``say`` as ``uv: ...``."""
     from uv import find_uv_bin  # pylint: disable=import-outside-toplevel
 
-    done = subprocess.run(
-        [find_uv_bin(), *arguments],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    try:
+        done = await processes.stream(
+            [find_uv_bin(), *arguments],
+            on_line=lambda line: say(f"uv: {line.strip()}") if line.strip() else None,
+            limit=BUILD_LIMIT,
+        )
+    except processes.TimedOut:
+        raise InstallFailed(f"uv {arguments[0]} did not finish within "
+                            f"{BUILD_LIMIT // 60} min (ended)") from None
     if done.returncode != 0:
-        lines = [l for l in done.stderr.strip().splitlines() if l.strip()]
-        raise InstallFailed(" | ".join(l.strip() for l in lines[-ERROR_LINES:]) or "no output")
+        lines = [l.strip() for l in done.tail if l.strip()]
+        raise InstallFailed(" | ".join(lines[-ERROR_LINES:]) or "no output")

@@ -1,21 +1,50 @@
 """The gate itself: every input checked, then the baseline and every SPEC
-through environment, probe and suite, each candidate compared with the
-baseline and the known violations."""
+through environment, pre-gate (probe and replayed counterexamples) and
+suite, each candidate compared with the baseline and the known violations.
+
+The process work runs on anyio: the environments are built side by side
+in a task group (at most :data:`BUILDS_AT_ONCE` at a time) while the
+releases are gated one after the other, each suite within its budget
+(:mod:`.processes`); :mod:`.progress` shows where it is.
+"""
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import compare, environments, inputs, junit, reports, runner
+import anyio
+import anyio.abc
+
+from . import compare, environments, inputs, junit, pregate, progress, reports, runner
 from .outcomes import Exit, Row, exit_code
 from .shards import Shard
 
+#: Environments built at the same time.
+BUILDS_AT_ONCE = 2
+
 
 def _say(message: str) -> None:
-    """Progress, on stderr (the table goes to stdout)."""
+    """A line on stderr (the table goes to stdout)."""
     print(message, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Options:
+    """How each release is gated."""
+
+    with_fix: bool
+    profile: str
+    counterexamples: Path
+    workers: int
+    budget: float | None  # seconds a suite may take; None: no budget
+    corpus: tuple[Path, ...]  # the counterexample folders the pre-gate replays
+
+    def key(self, target) -> str:
+        """What a release's durations are kept under (the ETA's history)."""
+        return (f"{target.identity} profile={self.profile} fix={self.with_fix} "
+                f"workers={self.workers}")
 
 
 def gate(
@@ -31,10 +60,20 @@ def gate(
     baseline_json: Path | None = None,
     known: Path | None = None,
     shard: Shard | None = None,
+    budget: float | None = None,
+    corpus: Path | None = None,
+    live: bool | None = None,
 ) -> Exit:
     """Gate every SPEC (against the baseline, if any); print the table;
-    return the exit code. Every input is checked before any work."""
+    return the exit code. Every input is checked before any work.
+    ``budget`` is in minutes, per release; ``corpus`` is the folder of
+    counterexamples the pre-gate replays (the project's committed ones by
+    default); ``live`` forces the live display on or off (default: on a
+    terminal)."""
     try:
+        refusal = pregate.check_corpus(corpus)
+        if refusal is not None:
+            raise inputs.Refused(refusal)
         plan = inputs.prepare(
             spec_texts, baseline=baseline, baseline_json=baseline_json, known_path=known,
             json_path=json_path, junit_path=junit_path, counterexamples=counterexamples,
@@ -45,34 +84,114 @@ def gate(
         return refused.code
     if shard is not None:
         _say(f"shard {shard}: {', '.join(t.name for t in plan.candidates) or 'no release'}")
-
-    def run(target) -> Row:
-        return _gate_one(target, with_fix=with_fix, profile=profile,
-                         counterexamples=counterexamples, workers=workers)
-
-    base = plan.baseline_row
-    if plan.baseline is not None:
-        _say(f"[{plan.baseline.name}] the baseline")
-        base = run(plan.baseline)
-        base.role, base.new = "baseline", []
-    rows = [base] if base is not None else []
-    for target in plan.candidates:
-        if plan.baseline is not None and target.identity == plan.baseline.identity:
-            row = replace(base, name=target.name, role="candidate", new=None)  # ran once
-        else:
-            row = run(target)
-        if row.verdicts:
-            compare.classify(row, base, plan.known)
-        rows.append(row)
+    corpus = corpus or pregate.default_corpus()
+    options = Options(
+        with_fix=with_fix, profile=profile, counterexamples=counterexamples, workers=workers,
+        budget=budget * 60 if budget is not None else None,
+        corpus=tuple(pregate.folders(corpus)),
+    )
+    rows = anyio.run(_gate_all, plan, options, live)
     code = exit_code(rows)
     print()
-    print(reports.render(rows, code, profile=profile, with_fix=with_fix))
+    print(reports.render(rows, code, profile=profile, with_fix=with_fix, corpus=_shown(corpus)))
     if json_path is not None:
         reports.write_json(rows, json_path, code, profile=profile, with_fix=with_fix,
-                           shard=str(shard) if shard else None)
+                           shard=str(shard) if shard else None, corpus=str(_shown(corpus)))
     if junit_path is not None:
         junit.write_junit(rows, junit_path)
     return code
+
+
+def _shown(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies under it."""
+    path = path.absolute()
+    return path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path
+
+
+class _Build:
+    """One environment, built (or found in the cache) once for every
+    release that needs it."""
+
+    def __init__(self, target):
+        self.target = target
+        self.done = anyio.Event()
+        self.env: environments.Environment | None = None
+        self.failure: str | None = None
+        self.seconds = 0.0
+
+    async def run(self, limiter: anyio.CapacityLimiter, display: progress.Display) -> None:
+        name = self.target.name
+        started = time.monotonic()
+        try:
+            self.env = environments.cached(self.target)
+            if self.env is None:
+                async with limiter:
+                    self.env = await environments.ensure(
+                        self.target, say=lambda line: display.building(name, line),
+                    )
+        except environments.InstallFailed as failed:
+            self.failure = str(failed)
+        except OSError as failed:
+            self.failure = f"{type(failed).__name__}: {failed}"
+        finally:
+            self.seconds = round(time.monotonic() - started, 1)
+            display.built(name)
+            self.done.set()
+
+
+class _Builds:
+    """The environments of every release, built side by side (at most
+    :data:`BUILDS_AT_ONCE` at a time) in the gate's task group, all started
+    when the first release needs its own."""
+
+    def __init__(self, targets, work: anyio.abc.TaskGroup, display: progress.Display):
+        self.builds = {target.identity: _Build(target) for target in targets}
+        self.work, self.display = work, display
+        self.started = False
+
+    async def of(self, target) -> _Build:
+        """``target``'s build, once it is done."""
+        if not self.started:
+            self.started = True
+            limiter = anyio.CapacityLimiter(BUILDS_AT_ONCE)
+            for build in self.builds.values():
+                self.work.start_soon(build.run, limiter, self.display)
+        build = self.builds[target.identity]
+        if not build.done.is_set():
+            self.display.phase(target.name, progress.BUILDING)
+            await build.done.wait()
+        return build
+
+
+async def _gate_all(plan: inputs.Plan, options: Options, live: bool | None) -> list[Row]:
+    """Every release of ``plan`` gated, the baseline first; the
+    environments are built side by side while the releases run in turn."""
+    order = [*([plan.baseline] if plan.baseline is not None else []), *plan.candidates]
+    unique = list({target.identity: target for target in reversed(order)}.values())[::-1]
+    history = progress.History(environments.cache_root() / "timings.json")
+    display = progress.Display([(t.name, options.key(t)) for t in unique], history, live=live)
+    ran: dict[str, Row] = {}
+    rows: list[Row] = [plan.baseline_row] if plan.baseline_row is not None else []
+    base = plan.baseline_row
+    async with display, anyio.create_task_group() as work:
+        work.start_soon(display.heartbeat)
+        builds = _Builds(unique, work, display)
+        for number, target in enumerate(order):
+            is_baseline = plan.baseline is not None and number == 0
+            if target.identity in ran:  # ran once already
+                row = replace(ran[target.identity], name=target.name, role="candidate", new=None)
+            else:
+                row = await _gate_one(target, options=options, builds=builds, display=display,
+                                      history=history)
+                ran[target.identity] = row
+            if is_baseline:
+                row.role, row.new = "baseline", []
+                base = row
+            elif row.verdicts:
+                compare.classify(row, base, plan.known)
+            rows.append(row)
+        work.cancel_scope.cancel()
+    return rows
 
 
 def _relative(verdict: dict) -> dict:
@@ -87,43 +206,72 @@ def _relative(verdict: dict) -> dict:
     return {**verdict, "counterexample": short(verdict.get("counterexample")), "also_found": also}
 
 
-def _gate_one(target, *, with_fix, profile, counterexamples, workers) -> Row:
+async def _gate_one(target, *, options: Options, builds: _Builds,
+                    display: progress.Display, history: progress.History) -> Row:
+    """One release through its environment, pre-gate and suite."""
     row = Row(name=target.name, version=target.version or None)
-    say = lambda message: _say(f"[{target.name}] {message}")  # noqa: E731
-    started = time.monotonic()
+    display.start(target.name)
     try:
-        env = environments.ensure(target, say=say)
-    except environments.InstallFailed as failed:
-        say(f"install failed: {failed}")
-        return row.could_not_run(Exit.INSTALL_FAILED, str(failed))
-    row.seconds["environment"] = round(time.monotonic() - started, 1)
+        return await _run_one(row, target, await builds.of(target), options, display, history)
+    finally:
+        display.phase(target.name, progress.DONE)
+
+
+async def _run_one(row: Row, target, build: _Build, options: Options,
+                   display: progress.Display, history: progress.History) -> Row:
+    say = lambda message: display.say(target.name, message)  # noqa: E731
+    key = options.key(target)
+    if build.failure is not None:
+        say(f"install failed: {build.failure}")
+        return row.could_not_run(Exit.INSTALL_FAILED, build.failure)
+    env = build.env
+    row.seconds["environment"] = build.seconds
     say(f"environment {'reused from the cache' if env.cached else 'built'} "
         f"in {row.seconds['environment']} s: {env.folder}")
-    found = runner.probe(env)
+    display.phase(target.name, progress.PREGATE)
+    started = time.monotonic()
+    found, row.pregate = await pregate.run(env, list(options.corpus), with_fix=options.with_fix,
+                                           environ=runner.environ())
+    row.seconds["pregate"] = round(time.monotonic() - started, 1)
     row.version, row.path = found.get("version") or row.version, found.get("path")
     if not found.get("drivable"):
         say(f"cannot drive agentscope {row.version}: {found.get('missed')}")
         return row.could_not_run(Exit.CANNOT_DRIVE, found.get("missed") or "unknown")
-    apply_fix = with_fix and not found.get("fix_refusal")
+    history.record(key, "pregate", row.seconds["pregate"])
+    if row.pregate:
+        say(f"pre-gate in {row.seconds['pregate']} s: {pregate.summary(row.pregate)}")
+        for line in pregate.details(row.pregate):
+            say(f"pre-gate: {line}")
+    apply_fix = options.with_fix and not found.get("fix_refusal")
     row.fix = (
         f"on ({','.join(found.get('fix_covers') or [])})"
         if apply_fix
-        else ("n/a" if with_fix else "off")
+        else ("n/a" if options.with_fix else "off")
     )
-    if with_fix and not apply_fix:
+    if options.with_fix and not apply_fix:
         say(f"reference fix not applied: {found['fix_refusal']}")
+    budget = f", budget {runner.minutes(options.budget)}" if options.budget is not None else ""
     say(f"running the properties on agentscope {row.version} at {row.path} "
-        f"(profile {profile}, reference fix {row.fix})")
+        f"(profile {options.profile}, reference fix {row.fix}{budget})")
+    display.phase(target.name, progress.PROPERTIES)
+    display.suite_has(target.name, found.get("properties") or 0)
     started = time.monotonic()
-    result = runner.run_suite(
-        env, profile=profile, with_fix=apply_fix, counterexamples=counterexamples,
-        workers=workers, say=say,
+    result = await runner.run_suite(
+        env, profile=options.profile, with_fix=apply_fix,
+        counterexamples=options.counterexamples, workers=options.workers,
+        say=lambda verdict: display.verdict(target.name, verdict),
+        budget=options.budget,
+        on_event=lambda event: display.event(target.name, event),
     )
     row.seconds["suite"] = round(time.monotonic() - started, 1)
+    if result.did_not_finish:
+        say(f"did not finish: {result.broken}")
+        return row.could_not_run(Exit.DID_NOT_FINISH, result.broken)
     row.verdicts = {code: _relative(v) for code, v in result.verdicts.items()}
     if result.broken is not None:
         say(result.broken)
         return row.could_not_run(Exit.RUN_BROKE, result.broken)
+    history.record(key, "suite", row.seconds["suite"])
     row.judge()
     say(f"done in {row.seconds['suite']} s")
     return row

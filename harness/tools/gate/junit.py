@@ -7,7 +7,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .outcomes import COULD_NOT_RUN, Row, code_order
+from .outcomes import COULD_NOT_RUN, Exit, Row, code_order
 
 
 def write_junit(rows: list[Row], path: Path) -> None:
@@ -25,7 +25,8 @@ def _suite(suites: ET.Element, row: Row) -> None:
     if "suite" in row.seconds:
         suite.set("time", f"{row.seconds['suite']:.1f}")
     if row.outcome in COULD_NOT_RUN:
-        case = ET.SubElement(suite, "testcase", classname=label, name="could run")
+        ran = "finished within its budget" if row.outcome == Exit.DID_NOT_FINISH else "could run"
+        case = ET.SubElement(suite, "testcase", classname=label, name=ran)
         ET.SubElement(case, "error", message=f"{COULD_NOT_RUN[row.outcome]}: {row.reason}",
                       type=row.outcome.name.lower())
     for code in sorted(row.verdicts, key=code_order):

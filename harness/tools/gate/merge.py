@@ -29,7 +29,8 @@ def merge(paths: list[Path], *, json_path: Path | None = None,
         return refused.code
     code = exit_code(rows)
     print(reports.render(rows, code, profile=settings.get("profile", "unknown"),
-                         with_fix=bool(settings.get("with_fix")), heading="hitl-harness merge"))
+                         with_fix=bool(settings.get("with_fix")), heading="hitl-harness merge",
+                         corpus=settings.get("corpus")))
     if json_path is not None:
         reports.write_json(rows, json_path, code, **settings,
                            merged=[str(p) for p in paths])
@@ -49,7 +50,7 @@ def _combine(paths: list[Path], *, json_path, junit_path) -> tuple[dict, list[Ro
         except compare.BadBaseline as bad:
             raise inputs.Refused(str(bad)) from None
     settings: dict = {}
-    for key in ("profile", "with_fix"):
+    for key in ("profile", "with_fix", "corpus"):
         said = {run[1][key] for run in runs if key in run[1]}
         if len(said) > 1:
             raise inputs.Refused(f"the files ran with different {key.replace('_', '-')} "

@@ -22,6 +22,7 @@ class Exit(IntEnum):
     INSTALL_FAILED = 4  # an environment could not be built
     CANNOT_DRIVE = 5  # the harness cannot drive this agentscope (a name or signature it missed)
     RUN_BROKE = 6  # the property run itself broke (see its log)
+    DID_NOT_FINISH = 7  # the property suite did not finish within its --budget
 
 
 #: The exit codes in words, as the gate's last line says them.
@@ -33,6 +34,7 @@ MEANING = {
     Exit.INSTALL_FAILED: "an environment could not be built",
     Exit.CANNOT_DRIVE: "the harness cannot drive an agentscope",
     Exit.RUN_BROKE: "a property run broke",
+    Exit.DID_NOT_FINISH: "a property suite did not finish within its budget",
 }
 
 #: The version of the JSON a gate writes (``--json``): 2 added ``schema``,
@@ -49,6 +51,7 @@ COULD_NOT_RUN = {
     Exit.INSTALL_FAILED: "install failed",
     Exit.CANNOT_DRIVE: "harness cannot drive it",
     Exit.RUN_BROKE: "the run broke",
+    Exit.DID_NOT_FINISH: "did not finish",
 }
 
 
@@ -72,10 +75,27 @@ class Row:
     #: The properties whose violation fails the gate (``None``: not compared,
     #: so every violation does).
     new: list[str] | None = None
+    #: The committed counterexamples replayed before any search, one entry
+    #: per folder (:mod:`.pregate`).
+    pregate: list[dict] = field(default_factory=list)
 
     def could_not_run(self, outcome: Exit, reason: str) -> Row:
         self.outcome, self.reason = outcome, reason
         return self
+
+    @property
+    def kind(self) -> str:
+        """A row without verdicts either ``did not finish`` (its suite ran
+        out of its budget) or ``could not run``."""
+        return "did not finish" if self.outcome == Exit.DID_NOT_FINISH else "could not run"
+
+    @property
+    def headline(self) -> str:
+        """What the table says of a row without verdicts: ``did not
+        finish``, or ``could not run (what stopped it)``."""
+        if self.outcome == Exit.DID_NOT_FINISH:
+            return self.kind
+        return f"{self.kind} ({COULD_NOT_RUN[self.outcome]})"
 
     def judge(self) -> None:
         """Set the outcome from the verdicts."""

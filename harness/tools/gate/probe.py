@@ -5,8 +5,9 @@ story (a user message whose turn parks on a confirmation, then everything
 settles) with no invariant enforced: any import, attribute or signature the
 harness needs and this agentscope lacks shows up here, before a property
 runs. It prints one JSON object: the agentscope it found, whether it can be
-driven (and if not, the one line that says what was missed), and whether
-the reference fix applies to it.
+driven (and if not, the one line that says what was missed), how many
+properties its suite has, and whether the reference fix applies to it. The
+gate runs it as the first part of its pre-gate (:mod:`.pregate`).
 """
 from __future__ import annotations
 
@@ -58,6 +59,9 @@ def probe() -> dict:
         finally:
             machine.world.close()
         found["drivable"] = True
+        from properties.catalog import PROPERTIES  # pylint: disable=import-outside-toplevel
+
+        found["properties"] = len(PROPERTIES)
     except Exception as error:  # pylint: disable=broad-except
         found["missed"] = _one_line(error)
     try:

@@ -7,15 +7,17 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from . import pregate
 from .compare import HOLDS, NEW, ORDER
 from .outcomes import JSON_SCHEMA, MEANING, Exit, Row, code_order
 from .table import table, wrap
 
 
 def render(rows: list[Row], code: Exit, *, profile: str, with_fix: bool,
-           heading: str = "hitl-harness gate") -> str:
+           heading: str = "hitl-harness gate", corpus: Path | str | None = None) -> str:
     """Everything the gate prints after its work: how it ran, the table,
-    the comparison, and the exit code in words."""
+    the pre-gate (the replays of the counterexamples in ``corpus``), the
+    comparison, and the exit code in words."""
     import reference_fix  # pylint: disable=import-outside-toplevel
 
     fix = "applied where it targets the release" if with_fix else "off"
@@ -25,6 +27,9 @@ def render(rows: list[Row], code: Exit, *, profile: str, with_fix: bool,
             wrap("  " + line, "      ") for line in reference_fix.describe().splitlines()
         ]
     lines.append(table(rows))
+    replayed = pregate.render(rows, corpus)
+    if replayed:
+        lines += ["", replayed]
     compared = comparison(rows)
     if compared:
         lines += ["", compared]
@@ -99,7 +104,9 @@ def write_json(rows: list[Row], path: Path, exit_code: Exit, **run) -> None:
     SPEC, per property its verdict, the seconds its search took, its
     classification (:mod:`.compare`; none on the baseline), its
     counterexample folder, and what was expected and what happened. ``run``
-    says how the gate ran (``profile``, ``with_fix``, ``shard``)."""
+    says how the gate ran (``profile``, ``with_fix``, ``shard``, the
+    pre-gate's ``corpus``); each SPEC's ``pregate`` lists what replaying
+    each committed counterexample found."""
     path.write_text(
         json.dumps(
             {

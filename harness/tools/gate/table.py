@@ -1,6 +1,6 @@
 """The gate's table: SPEC × property, one mark each, a legend, and
-under it the notes (each violation's folder, each SPEC that could not run,
-each hollow "holds"), every line within :data:`WIDTH` columns."""
+under it the notes (each violation's folder, each SPEC that could not run
+or did not finish, each hollow "holds"), every line within :data:`WIDTH` columns."""
 from __future__ import annotations
 
 import textwrap
@@ -68,7 +68,7 @@ def table(rows: list[Row]) -> str:
     for row, found in zip(rows, violated):
         fix = row.fix.split(" ", 1)[0]  # "on (I1,I2)": what it covers is in the header
         if row.outcome in COULD_NOT_RUN:
-            body.append([spec_cell(row), fix, f"could not run ({COULD_NOT_RUN[row.outcome]})"])
+            body.append([spec_cell(row), fix, row.headline])
         else:
             body.append([spec_cell(row), fix, *(mark(row, c, found) for c in codes)])
     widths = [max(len(cells[i]) for cells in [head, *body] if len(cells) == len(head)
@@ -76,7 +76,7 @@ def table(rows: list[Row]) -> str:
 
     def render(cells: list[str]) -> str:
         named = [cells[0].ljust(widths[0]), cells[1].ljust(widths[1])]
-        spans = len(cells) != len(head)  # "could not run (...)" spans the marks
+        spans = len(cells) != len(head)  # "could not run (...)", "did not finish" span the marks
         marks = [c if spans else c.ljust(widths[i]) for i, c in enumerate(cells[2:], 2)]
         return ("  ".join(named) + "  " + " ".join(marks)).rstrip()
 
@@ -89,7 +89,7 @@ def _notes(rows: list[Row]) -> list[str]:
     for row in rows:
         name = spec_cell(row)
         if row.outcome in COULD_NOT_RUN:
-            notes.append(f"{name}: could not run: {row.reason}")
+            notes.append(f"{name}: {row.kind}: {row.reason}")
         for code in sorted(row.verdicts, key=code_order):
             verdict = row.verdicts[code]
             if verdict["verdict"] != "holds":
