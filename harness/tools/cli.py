@@ -3,6 +3,7 @@
     hitl-harness gate [SPEC ...] [--baseline SPEC | --baseline-json FILE] [--known FILE]
                       [--with-fix] [--profile NAME] [--json FILE] [--junit FILE]
     hitl-harness replay PATH [--with-fix]
+    hitl-harness expect [FILE] [--known FILE] [--verdicts FILE] [--write]
 
 Exit codes are :class:`harness.tools.gate.Exit` (see the README).
 """
@@ -90,6 +91,27 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("path", type=Path, metavar="PATH", help="a counterexample folder")
     replay.add_argument("--with-fix", action="store_true", help="apply the reference fix first")
+    expect = commands.add_parser(
+        "expect",
+        help="run the property suite (ci profile) and hold it to its expected verdicts",
+        description="Run the property suite with the ci profile on the agentscope installed "
+        "here and print one line per property against the expected verdicts: exit 1 when a "
+        "verdict, a violation found on the way or a reached window changed, or a violation "
+        "is no known finding.",
+    )
+    expect.add_argument("expected", nargs="?", type=Path, metavar="FILE",
+                        help="the expected verdicts (default: docs/findings/expected-<release>.json)")
+    expect.add_argument("--known", type=Path, metavar="FILE",
+                        default=Path(__file__).resolve().parents[2] / "docs" / "findings" / "known.json",
+                        help="the known violations (default: docs/findings/known.json)")
+    expect.add_argument("--verdicts", type=Path, metavar="FILE",
+                        help="compare a run's --verdicts-json instead of running the suite")
+    expect.add_argument("--write", action="store_true",
+                        help="record the run as the expected verdicts (after an intended change)")
+    expect.add_argument("--workers", type=_workers, default=min(2, os.cpu_count() or 1),
+                        help="pytest-xdist workers (default: 2)")
+    expect.add_argument("--log", type=Path, default=Path("property-suite.log"), metavar="FILE",
+                        help="where pytest's output goes (default: ./property-suite.log)")
     return parser
 
 
@@ -114,6 +136,12 @@ def main(argv: list[str] | None = None) -> int:
             baseline_json=arguments.baseline_json,
             known=arguments.known,
         ))
+    if arguments.command == "expect":
+        from .expected import expect  # pylint: disable=import-outside-toplevel
+
+        return expect(arguments.expected, known_path=arguments.known,
+                      verdicts_json=arguments.verdicts, write=arguments.write,
+                      workers=arguments.workers, log=arguments.log)
     from .replay import replay_folder  # pylint: disable=import-outside-toplevel
 
     return replay_folder(arguments.path, with_fix=arguments.with_fix)

@@ -117,8 +117,8 @@ def _gate_one(target, *, with_fix, profile, counterexamples, workers) -> Row:
         f"(profile {profile}, reference fix {row.fix})")
     started = time.monotonic()
     result = runner.run_suite(
-        env, profile=profile, with_fix=apply_fix, counterexamples=counterexamples,
-        workers=workers, say=say,
+        env.python, log=env.folder / "last-run.log", profile=profile, with_fix=apply_fix,
+        counterexamples=counterexamples, workers=workers, say=say,
     )
     row.seconds["suite"] = round(time.monotonic() - started, 1)
     row.verdicts = {code: _relative(v) for code, v in result.verdicts.items()}

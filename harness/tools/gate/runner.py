@@ -49,19 +49,20 @@ def probe(env: Environment) -> dict:
 
 
 def run_suite(
-    env: Environment,
+    python: Path,
     *,
+    log: Path,
     profile: str,
     with_fix: bool,
     counterexamples: Path,
     workers: int,
     say: Callable[[str], None],
 ) -> SuiteResult:
-    """Run every property; ``say`` hears each verdict as it comes."""
+    """Run every property with ``python`` (pytest's output goes to
+    ``log``); ``say`` hears each verdict as it comes."""
     verdicts_file = Path(tempfile.mkstemp(prefix="verdicts-", suffix=".json")[1])
-    log = env.folder / "last-run.log"
     command = [
-        str(env.python), "-m", "pytest", str(harness_path() / "properties"),
+        str(python), "-m", "pytest", str(harness_path() / "properties"),
         "-p", "harness.tools.pytest_plugin",
         "-p", "no:cacheprovider",
         "--rootdir", str(harness_path()),
