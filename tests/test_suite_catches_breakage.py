@@ -22,6 +22,7 @@ Stories are played back (no search), so each takes a second or two.
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,7 +33,7 @@ from harness.world import agentscope_under_test
 from properties.catalog import BY_CODE, PROPERTIES
 from properties.machine import FOUND_ON_THE_WAY, HitlMachine
 from properties.rules.vocabulary import PAST_EVERY_LEASE
-from properties.story.playback import playing
+from properties.story.playback import StoryEndedEarly, playing
 from properties.violation import InvariantViolated
 from reference_fix.source_patch import SourcePatch
 
@@ -57,7 +58,7 @@ class Breakage:
     """How a story makes property ``code`` fail, and with what."""
 
     code: str
-    story: Callable[[HitlMachine], None]
+    story: Callable[..., None]
     patch: SourcePatch | None = None  # broken on purpose
     fix: str | None = None  # violated by the release: the reference fix that clears it
 
@@ -66,30 +67,29 @@ class Breakage:
         return "broken on purpose" if self.patch is not None else "violated by the release"
 
 
-def _parks(session: str = "solo", turn: str = "calls GatedAction"):
-    def park(m: HitlMachine) -> None:
-        m.user_sends_message(session=session, model_turn=turn)
-        m.run_continues(session=session)
-    return park
+Story = Callable[[HitlMachine], None]
 
 
-def _then(*parts: Callable[[HitlMachine], None]) -> Callable[[HitlMachine], None]:
-    def story(m: HitlMachine) -> None:
-        for part in parts:
-            part(m)
-    return story
+def step(rule: str, **arguments) -> Story:
+    """One step of a story: ``rule`` called with ``arguments``, as a
+    played-back counterexample calls it."""
+    return lambda machine: getattr(machine, rule)(**arguments)
 
 
-def _answers(m: HitlMachine) -> None:
-    m.user_sends_message(session="solo", model_turn="answers")
+def story(*steps: Story) -> Story:
+    def play(machine: HitlMachine) -> None:
+        for each in steps:
+            each(machine)
+    return play
 
 
-def _settles(m: HitlMachine) -> None:
-    m.everything_settles()
+def sends(session: str = "solo", turn: str = "answers") -> Story:
+    return step("user_sends_message", session=session, model_turn=turn)
 
 
-def _channel_payload(m: HitlMachine) -> None:
-    m.payload_arrives(source="channel", to="solo")
+SETTLES = step("everything_settles")
+CHANNEL_PAYLOAD = step("payload_arrives", source="channel", to="solo")
+PARKS = story(sends(turn="calls GatedAction"), step("run_continues", session="solo"))
 
 
 # ── broken on purpose ────────────────────────────────────────────────
@@ -193,46 +193,39 @@ I15 = _breaks(
 )
 
 
-def _two_runs_past_a_lapsed_lease(m: HitlMachine) -> None:
-    """The lock's heartbeat fails, its lease runs out under the run held
-    at its turn tail, and the user writes again."""
-    _answers(m)
-    m.bus_operation_fails(operation="renewal of session lock", session="solo")
-    m.world.pass_time(PAST_EVERY_LEASE)
-    _answers(m)
+def _lease_runs_out(machine: HitlMachine) -> None:
+    """Time passes beyond every lease (no rule waits that long at once)."""
+    machine.world.pass_time(PAST_EVERY_LEASE)
 
 
-def _resolves(decision: str):
-    def answer(m: HitlMachine) -> None:
-        m.user_answers_confirmation(session="solo", decision=decision, posted_to_leader=False)
-    return answer
+def _answers(decision: str) -> Story:
+    return step("user_answers_confirmation", session="solo", decision=decision, posted_to_leader=False)
 
 
 BREAKAGES = (
-    Breakage("I1", _answers, patch=I1),
-    Breakage("I2", lambda m: (m.leader_invites_worker(worker_first_turn="answers"), _settles(m)), patch=I2),
-    Breakage("I3", _then(_answers, lambda m: m.run_continues(session="solo")), patch=I3),
-    Breakage("I4", _then(_parks(), _channel_payload, _settles), patch=I4),
-    Breakage("I5", _then(_answers, _channel_payload, _settles), patch=I5),
-    Breakage("I6", _two_runs_past_a_lapsed_lease, patch=I6),
-    Breakage("I7", _then(_parks(), _resolves("confirms"), _settles), patch=I7),
-    Breakage("I10", lambda m: (m.user_sends_message(session="leader", model_turn="answers"), _settles(m)),
-             patch=I10),
-    Breakage("I11", _then(_answers, _settles, _channel_payload, _settles), patch=I11),
-    Breakage("I12", _then(_parks(), _resolves("denies"), _settles), patch=I12),
-    Breakage("I15", _answers, patch=I15),
+    Breakage("I1", sends(), patch=I1),
+    Breakage("I2", story(step("leader_invites_worker", worker_first_turn="answers"), SETTLES), patch=I2),
+    Breakage("I3", story(sends(), step("run_continues", session="solo")), patch=I3),
+    Breakage("I4", story(PARKS, CHANNEL_PAYLOAD, SETTLES), patch=I4),
+    Breakage("I5", story(sends(), CHANNEL_PAYLOAD, SETTLES), patch=I5),
+    # The lock's heartbeat fails, its lease runs out under the run held at
+    # its turn tail, and the user writes again.
+    Breakage("I6", story(sends(), step("bus_operation_fails", operation="renewal of session lock",
+                                       session="solo"), _lease_runs_out, sends()), patch=I6),
+    Breakage("I7", story(PARKS, _answers("confirms"), SETTLES), patch=I7),
+    Breakage("I10", story(sends("leader"), SETTLES), patch=I10),
+    Breakage("I11", story(sends(), SETTLES, CHANNEL_PAYLOAD, SETTLES), patch=I11),
+    Breakage("I12", story(PARKS, _answers("denies"), SETTLES), patch=I12),
+    Breakage("I15", sends(), patch=I15),
     # ── violated by the release ──────────────────────────────────────
-    Breakage("I8", _then(_parks(), lambda m: m.user_messages_parked_session(session="solo", via="chat endpoint"),
-                         _settles), fix="message-while-parked"),
-    Breakage("I9", _then(lambda m: m.user_sends_message(session="leader", model_turn="calls GatedAction"),
-                         lambda m: m.user_interrupts(session="leader"), _settles),
-             fix="stops-in-turn-tail"),
-    Breakage("I13", _then(_parks(), lambda m: m.bus_operation_fails(
-        operation="subscription to wake-up signals", session="solo"), _channel_payload, _settles),
-        fix="resubscribe"),
-    Breakage("I14", _then(lambda m: m.user_sends_message(session="leader", model_turn="starts a background job"),
-                          lambda m: m.user_interrupts(session="leader"), _settles,
-                          lambda m: m.background_job_finishes(session="leader")),
+    Breakage("I8", story(PARKS, step("user_messages_parked_session", session="solo", via="chat endpoint"),
+                         SETTLES), fix="message-while-parked"),
+    Breakage("I9", story(sends("leader", "calls GatedAction"), step("user_interrupts", session="leader"),
+                         SETTLES), fix="stops-in-turn-tail"),
+    Breakage("I13", story(PARKS, step("bus_operation_fails", operation="subscription to wake-up signals",
+                                      session="solo"), CHANNEL_PAYLOAD, SETTLES), fix="resubscribe"),
+    Breakage("I14", story(sends("leader", "starts a background job"), step("user_interrupts", session="leader"),
+                          SETTLES, step("background_job_finishes", session="leader")),
              fix="stop-reaches-slow-tools"),
 )
 BY_PROPERTY = {b.code: b for b in BREAKAGES}
@@ -244,8 +237,8 @@ def _play(breakage: Breakage) -> InvariantViolated | None:
     record = BY_CODE[breakage.code]
     FOUND_ON_THE_WAY.clear()
     try:
-        with playing(enforcing=[record.code], **record.machine) as story:
-            breakage.story(story)
+        with playing(enforcing=[record.code], **record.machine) as machine:
+            breakage.story(machine)
     except InvariantViolated as violation:
         if violation.code == record.code:
             return violation
@@ -286,5 +279,10 @@ def test_the_suite_reports_the_property_agentscope_breaks(breakage: Breakage):
     )
     found = _play(breakage)
     assert found is not None, f"{agentscope_under_test.describe()} no longer violates {breakage.code} here"
-    fixed = _with([p for p in patches if p.refusal() is None], lambda: _play(breakage))
+    with warnings.catch_warnings():
+        # A fixed agentscope may make a later step impossible (I14's job is
+        # cancelled with its reply, so it never finishes): the story ends
+        # there, settled and checked.
+        warnings.simplefilter("ignore", StoryEndedEarly)
+        fixed = _with([p for p in patches if p.refusal() is None], lambda: _play(breakage))
     assert fixed is None, f"with the {breakage.fix} fix, {breakage.code} still fails: {fixed}"

@@ -120,12 +120,12 @@ def compare(
         changes = []
         if code not in BY_CODE:
             changes.append("no such property in the catalog")
+        also = sorted(got.get("also_found") or {}, key=code_order)
         if want is None:  # nothing to compare with but the known findings
-            want = {"verdict": got["verdict"], "also_found": sorted(got.get("also_found") or {}, key=code_order)}
+            want = {"verdict": got["verdict"], "also_found": also}
             changes.append("the expected verdicts have none for it")
         if got["verdict"] != want["verdict"]:
             changes.append(f"expected {want['verdict']}")
-        also = sorted(got.get("also_found") or {}, key=code_order)
         if also != list(want.get("also_found", [])):
             changes.append(f"expected its search to find on the way {_codes(want.get('also_found'))}")
         counts = got.get("windows") or {}
