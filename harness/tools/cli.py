@@ -102,7 +102,6 @@ def _parser() -> argparse.ArgumentParser:
     expect.add_argument("expected", nargs="?", type=Path, metavar="FILE",
                         help="the expected verdicts (default: docs/findings/expected-<release>.json)")
     expect.add_argument("--known", type=Path, metavar="FILE",
-                        default=Path(__file__).resolve().parents[2] / "docs" / "findings" / "known.json",
                         help="the known violations (default: docs/findings/known.json)")
     expect.add_argument("--verdicts", type=Path, metavar="FILE",
                         help="compare a run's --verdicts-json instead of running the suite")

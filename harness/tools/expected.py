@@ -167,7 +167,7 @@ def _windows(counts: dict[str, int]) -> str:
 def expect(
     path: Path | None,
     *,
-    known_path: Path,
+    known_path: Path | None = None,
     verdicts_json: Path | None = None,
     write: bool = False,
     workers: int = 2,
@@ -176,7 +176,8 @@ def expect(
 ) -> int:
     """Run the property suite (``ci`` profile) on the agentscope installed
     here, or read a run's ``--verdicts-json``; print one line per property
-    against the expectation in ``path``. 0 when every line is as expected,
+    against the expectation in ``path`` and the known violations in
+    ``known_path`` (by default the project's own). 0 when every line is as expected,
     1 when one is not, 2 when an input cannot be read or the run broke."""
     import sys  # pylint: disable=import-outside-toplevel
 
@@ -186,7 +187,7 @@ def expect(
 
     version = agentscope_under_test.version()
     try:
-        known = known_list.load(known_path)
+        known = known_list.load(known_path or FINDINGS / "known.json")
         if verdicts_json is not None:
             version, verdicts = _read_verdicts(verdicts_json, version)
         else:
