@@ -180,7 +180,7 @@ def _run_suite(cache: Path, tmp_path: Path, budget: float | None):
     env = environments.cached(target)
     said, events = [], []
     result = anyio.run(lambda: runner.run_suite(
-        env, profile="ci", with_fix=False, counterexamples=tmp_path / "cx", workers=2,
+        env.python, log=env.folder / "last-run.log", profile="ci", with_fix=False, counterexamples=tmp_path / "cx", workers=2,
         say=said.append, budget=budget, on_event=events.append,
     ))
     return result, said, events

@@ -6,6 +6,7 @@ counterexamples.
                       [--shard I/N] [--budget MINUTES] [--corpus DIR]
     hitl-harness merge FILE ... [--json FILE] [--junit FILE]
     hitl-harness replay PATH [--with-fix]
+    hitl-harness expect [FILE] [--known FILE] [--verdicts FILE] [--write]
 
 A bare ``hitl-harness`` prints the help and exits 2 (a usage error). Exit
 codes are :class:`harness.tools.gate.Exit` (see the README); each command's
@@ -176,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
                       "replay (default: the project's docs/findings/counterexamples)")
     gate.add_argument("--workers", type=_workers, default=min(2, os.cpu_count() or 1),
                       help=f"pytest-xdist workers per SPEC, 1 to {MAX_WORKERS} (default: 2)")
+    _deployment_options(gate)
     gate.add_argument("--shard", type=_shard, metavar="I/N",
                       help="run only shard I of N of the releases the SPECs name (every N-th, "
                       "from the I-th), for N CI runners; the baseline runs in every shard. "
@@ -207,7 +209,48 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--with-fix", action="store_true",
                         help="apply each reference fix that targets the installed agentscope "
                         "first (listed below)")
+    expect = commands.add_parser(
+        "expect",
+        help="run the property suite (ci profile) and hold it to its expected verdicts",
+        description="Run the property suite with the ci profile on the agentscope installed "
+        "here and print one line per property against the expected verdicts: exit 1 when a "
+        "verdict, a violation found on the way or a reached window changed, or a violation "
+        "is no known finding.",
+    )
+    expect.add_argument("expected", nargs="?", type=Path, metavar="FILE",
+                        help="the expected verdicts (default: docs/findings/expected-<release>.json)")
+    expect.add_argument("--known", type=Path, metavar="FILE",
+                        help="the known violations (default: docs/findings/known.json)")
+    expect.add_argument("--verdicts", type=Path, metavar="FILE",
+                        help="compare a run's --verdicts-json instead of running the suite")
+    expect.add_argument("--write", action="store_true",
+                        help="record the run as the expected verdicts (after an intended change)")
+    expect.add_argument("--workers", type=_workers, default=min(2, os.cpu_count() or 1),
+                        help="pytest-xdist workers (default: 2)")
+    expect.add_argument("--log", type=Path, default=Path("property-suite.log"), metavar="FILE",
+                        help="where pytest's output goes (default: ./property-suite.log)")
+    _deployment_options(expect)
     return parser
+
+
+def _deployment_options(parser: argparse.ArgumentParser) -> None:
+    """``--bus`` and ``--nodes``, handed on to the property suite."""
+    parser.add_argument("--bus", choices=("fake", "redis"), default=None,
+                        help="the bus the stories run on: the fake (default) or agentscope's "
+                        "RedisMessageBus on a real redis-server the suite starts")
+    parser.add_argument("--nodes", type=int, default=None, metavar="N",
+                        help="processes of agentscope sharing the Redis server (default 2 "
+                        "with --bus redis)")
+
+
+def _deployment(arguments: argparse.Namespace) -> tuple[str, ...]:
+    """The suite's options for the deployment asked for (none: the fake)."""
+    options: tuple[str, ...] = ()
+    if arguments.bus:
+        options += ("--bus", arguments.bus)
+    if arguments.nodes is not None:
+        options += ("--nodes", str(arguments.nodes))
+    return options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,11 +276,19 @@ def main(argv: list[str] | None = None) -> int:
             shard=arguments.shard,
             budget=arguments.budget,
             corpus=arguments.corpus,
+            deployment=_deployment(arguments),
         ))
     if arguments.command == "merge":
         from .gate.merge import merge  # pylint: disable=import-outside-toplevel
 
         return int(merge(arguments.files, json_path=arguments.json, junit_path=arguments.junit))
+    if arguments.command == "expect":
+        from .expected import expect  # pylint: disable=import-outside-toplevel
+
+        return expect(arguments.expected, known_path=arguments.known,
+                      verdicts_json=arguments.verdicts, write=arguments.write,
+                      workers=arguments.workers, log=arguments.log,
+                      deployment=_deployment(arguments))
     from .replay import replay_folder  # pylint: disable=import-outside-toplevel
 
     return replay_folder(arguments.path, with_fix=arguments.with_fix)

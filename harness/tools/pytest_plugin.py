@@ -83,6 +83,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(default: ./counterexamples, or $HITL_COUNTEREXAMPLES)",
     )
     group.addoption(
+        "--example-db",
+        metavar="URL",
+        default=None,
+        help="the thorough profile's example database: redis://host:port[/db] (one "
+        "database several runners share) or a folder (default: $HITL_HARNESS_EXAMPLE_DB, "
+        "else .hypothesis/examples)",
+    )
+    group.addoption(
         "--verdicts-json",
         metavar="FILE",
         default=None,
@@ -113,7 +121,7 @@ _ACTIVE = pytest.StashKey[bool]()
 #: Options that ask for the harness whatever is collected.
 _HARNESS_OPTIONS = (
     "--hitl-harness", "--reference-fix", "--verdicts-json", "--verdict-lines", "--bus", "--nodes",
-    "--progress-file",
+    "--progress-file", "--example-db",
 )
 
 
@@ -146,7 +154,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not is_harness_run(config):
         return
     config.stash[_ACTIVE] = True
-    profiles.register()
+    profiles.register(example_db=config.getoption("--example-db"))
     if not config.getoption("hypothesis_profile", None):
         profiles.load_default()
     silence_agentscope()

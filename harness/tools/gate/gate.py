@@ -40,11 +40,12 @@ class Options:
     workers: int
     budget: float | None  # seconds a suite may take; None: no budget
     corpus: tuple[Path, ...]  # the counterexample folders the pre-gate replays
+    deployment: tuple[str, ...] = ()  # e.g. ("--bus", "redis", "--nodes", "2")
 
     def key(self, target) -> str:
         """What a release's durations are kept under (the ETA's history)."""
         return (f"{target.identity} profile={self.profile} fix={self.with_fix} "
-                f"workers={self.workers}")
+                f"workers={self.workers}" + "".join(f" {a}" for a in self.deployment))
 
 
 def gate(
@@ -63,13 +64,15 @@ def gate(
     budget: float | None = None,
     corpus: Path | None = None,
     live: bool | None = None,
+    deployment: tuple[str, ...] = (),
 ) -> Exit:
     """Gate every SPEC (against the baseline, if any); print the table;
     return the exit code. Every input is checked before any work.
     ``budget`` is in minutes, per release; ``corpus`` is the folder of
     counterexamples the pre-gate replays (the project's committed ones by
     default); ``live`` forces the live display on or off (default: on a
-    terminal)."""
+    terminal); ``deployment`` are the suite's ``--bus``/``--nodes``
+    options."""
     try:
         refusal = pregate.check_corpus(corpus)
         if refusal is not None:
@@ -88,7 +91,7 @@ def gate(
     options = Options(
         with_fix=with_fix, profile=profile, counterexamples=counterexamples, workers=workers,
         budget=budget * 60 if budget is not None else None,
-        corpus=tuple(pregate.folders(corpus)),
+        corpus=tuple(pregate.folders(corpus)), deployment=deployment,
     )
     rows = anyio.run(_gate_all, plan, options, live)
     code = exit_code(rows)
@@ -257,11 +260,12 @@ async def _run_one(row: Row, target, build: _Build, options: Options,
     display.suite_has(target.name, found.get("properties") or 0)
     started = time.monotonic()
     result = await runner.run_suite(
-        env, profile=options.profile, with_fix=apply_fix,
-        counterexamples=options.counterexamples, workers=options.workers,
+        env.python, log=env.folder / "last-run.log", profile=options.profile,
+        with_fix=apply_fix, counterexamples=options.counterexamples, workers=options.workers,
         say=lambda verdict: display.verdict(target.name, verdict),
         budget=options.budget,
         on_event=lambda event: display.event(target.name, event),
+        deployment=options.deployment,
     )
     row.seconds["suite"] = round(time.monotonic() - started, 1)
     if result.did_not_finish:

@@ -59,14 +59,20 @@ class Known:
         return any(s.contains(release, prereleases=True) for s in self.releases)
 
 
+def read_json(path: Path, bad: type[Exception] = BadList):
+    """The JSON in ``path``; ``bad`` (one line saying why) when it cannot
+    be read."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as failed:
+        raise bad(f"{path}: {failed.strerror or failed}") from None
+    except json.JSONDecodeError as failed:
+        raise bad(f"{path}: not JSON ({failed})") from None
+
+
 def load(path: Path) -> list[Known]:
     """The list in ``path``, every entry checked."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as failed:
-        raise BadList(f"{path}: {failed.strerror or failed}") from None
-    except json.JSONDecodeError as failed:
-        raise BadList(f"{path}: not JSON ({failed})") from None
+    data = read_json(path)
     entries = data.get("known") if isinstance(data, dict) else None
     if not isinstance(entries, list):
         raise BadList(f'{path}: expected an object with a "known" list')

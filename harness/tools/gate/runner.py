@@ -23,7 +23,7 @@ import anyio
 from ..pytest_plugin import VERDICT_LINE
 from ..search_progress import Reader
 from . import processes
-from .environments import Environment, harness_path
+from .environments import harness_path
 
 #: Seconds between two reads of the suite's progress file.
 FOLLOW_EVERY = 0.5
@@ -44,8 +44,9 @@ class SuiteResult:
 
 
 async def run_suite(
-    env: Environment,
+    python: Path,
     *,
+    log: Path,
     profile: str,
     with_fix: bool,
     counterexamples: Path,
@@ -53,15 +54,17 @@ async def run_suite(
     say: Callable[[str], None],
     budget: float | None = None,
     on_event: Callable[[dict], None] | None = None,
+    deployment: tuple[str, ...] = (),
 ) -> SuiteResult:
-    """Run every property; ``say`` hears each verdict as it comes,
-    ``on_event`` each progress event; a suite still running after
-    ``budget`` seconds is ended (``None``: no budget)."""
+    """Run every property with ``python`` (pytest's output goes to
+    ``log``, ``deployment`` are extra options such as ``--bus redis``);
+    ``say`` hears each verdict as it comes, ``on_event`` each progress
+    event; a suite still running after ``budget`` seconds is ended
+    (``None``: no budget)."""
     verdicts_file = Path(tempfile.mkstemp(prefix="verdicts-", suffix=".json")[1])
     progress_file = Path(tempfile.mkstemp(prefix="progress-", suffix=".jsonl")[1])
-    log = env.folder / "last-run.log"
     command = [
-        str(env.python), "-m", "pytest", str(harness_path() / "properties"),
+        str(python), "-m", "pytest", str(harness_path() / "properties"),
         "-p", "harness.tools.pytest_plugin",
         "-p", "no:cacheprovider",
         "--rootdir", str(harness_path()),
@@ -72,6 +75,7 @@ async def run_suite(
         f"--progress-file={progress_file}",
         "--verdict-lines",
         "-q",
+        *deployment,
     ]
     if workers > 1:
         command += ["-n", str(workers)]

@@ -1,0 +1,242 @@
+"""The property suite against its expected verdicts: what CI checks.
+
+The ``ci`` profile is derandomized, so on one agentscope release the suite
+says the same thing every time: each property's verdict, what its search
+found on the way, and which of its windows its stories reached. A file
+such as ``docs/findings/expected-2.0.8.json`` holds that, per property::
+
+    {"agentscope": "2.0.8", "profile": "ci",
+     "verdicts": {"I1": {"verdict": "VIOLATED", "also_found": ["I2"],
+                         "reached": ["payload-in-parked-tail", ...]}, ...}}
+
+:func:`compare` holds a run to it. A property's line turns red when
+
+- its verdict differs (a violation no longer found: an invariant cut off
+  from the suite; a new one: a regression, or a search that changed);
+- what its search found on the way differs;
+- a window the file says its stories reached is no longer reached (a rule
+  stopped reaching it);
+- a violation, expected or not, is no known finding: every one must have
+  an entry in the known-violations list the gate reads
+  (``docs/findings/known.json``, :mod:`.gate.known`);
+- the suite gave it no verdict, or the file has none for it.
+
+``hitl-harness expect`` runs the suite and prints one line per property
+(``--write`` records a run as the new expectation, after an intended
+change).
+"""
+from __future__ import annotations
+
+import functools
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from .gate import known as known_list
+
+#: How expectation lines start, for a program reading the output.
+EXPECT_LINE = "hitl-expect"
+
+#: The project's own files, beside the findings.
+FINDINGS = Path(__file__).resolve().parents[2] / "docs" / "findings"
+
+
+def default_path(version: str) -> Path:
+    """The project's expected verdicts for agentscope ``version``."""
+    return FINDINGS / f"expected-{version}.json"
+
+
+class BadExpectation(Exception):
+    """The expected verdicts cannot be read (one line)."""
+
+
+@dataclass
+class Line:
+    """One property's verdict against its expectation."""
+
+    code: str
+    said: str  # the verdict as the run gave it, with findings and windows
+    changes: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.changes
+
+    def render(self) -> str:
+        status = "as expected" if self.ok else "CHANGED: " + "; ".join(self.changes)
+        return f"{EXPECT_LINE} {self.code:<4} {self.said} -- {status}"
+
+
+def record(verdicts: dict[str, dict], version: str, profile: str = "ci") -> dict:
+    """The expectation a run's ``verdicts`` (the plugin's JSON) makes."""
+    from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
+
+    return {
+        "about": "What the property suite says on this release with the ci profile "
+        "(derandomized): each property's verdict, what its search found on the way, "
+        "and the windows its stories reached. `.ci/run` holds every run to it "
+        "(`hitl-harness expect`); `hitl-harness expect --write` records a new one "
+        "after an intended change.",
+        "agentscope": version,
+        "profile": profile,
+        "verdicts": {
+            code: {
+                "verdict": verdicts[code]["verdict"],
+                "also_found": sorted(verdicts[code].get("also_found") or {}, key=code_order),
+                "reached": [w for w, n in (verdicts[code].get("windows") or {}).items() if n],
+            }
+            for code in sorted(verdicts, key=code_order)
+        },
+    }
+
+
+def load(path: Path) -> dict:
+    """The expectation in ``path``, its shape checked."""
+    data = known_list.read_json(path, BadExpectation)
+    verdicts = data.get("verdicts") if isinstance(data, dict) else None
+    if not isinstance(verdicts, dict) or not all(
+        isinstance(v, dict) and isinstance(v.get("verdict"), str) for v in verdicts.values()
+    ):
+        raise BadExpectation(f'{path}: expected an object with "verdicts" (property -> verdict)')
+    return data
+
+
+def compare(
+    verdicts: dict[str, dict],
+    expected: dict,
+    known: list[known_list.Known],
+    version: str,
+) -> list[Line]:
+    """One :class:`Line` per property of the catalog (and per property the
+    run or the file names that the catalog does not)."""
+    from properties.catalog import BY_CODE, code_order  # pylint: disable=import-outside-toplevel
+
+    wanted = expected["verdicts"]
+    lines = []
+    for code in sorted(set(BY_CODE) | set(verdicts) | set(wanted), key=code_order):
+        got, want = verdicts.get(code), wanted.get(code)
+        if got is None:
+            lines.append(Line(code, "no verdict", ["the suite gave no verdict"]))
+            continue
+        changes = []
+        if code not in BY_CODE:
+            changes.append("no such property in the catalog")
+        also = sorted(got.get("also_found") or {}, key=code_order)
+        if want is None:  # nothing to compare with but the known findings
+            want = {"verdict": got["verdict"], "also_found": also}
+            changes.append("the expected verdicts have none for it")
+        if got["verdict"] != want["verdict"]:
+            changes.append(f"expected {want['verdict']}")
+        if also != list(want.get("also_found", [])):
+            changes.append(f"expected its search to find on the way {_codes(want.get('also_found'))}")
+        counts = got.get("windows") or {}
+        lost = [w for w in want.get("reached", []) if not counts.get(w)]
+        if lost:
+            changes.append(f"no longer reached: {', '.join(lost)}")
+        said = [f"{got['verdict']}{_findings(known, code, [code], version, got['verdict'] != 'holds', changes)}"]
+        for other in also:
+            said.append(f"also found {other}{_findings(known, other, [code], version, True, changes)}")
+        said.append(_windows(counts))
+        lines.append(Line(code, "; ".join(s for s in said if s), changes))
+    return lines
+
+
+def _findings(known, code: str, searches: list[str], version: str, violated: bool,
+              changes: list[str]) -> str:
+    """`` (F1)`` for a violation the known list names; a change otherwise."""
+    if not violated:
+        return ""
+    names, uncovered = known_list.findings(known, code, searches, version)
+    if uncovered:
+        changes.append(f"{code} found by {', '.join(uncovered)}'s search is no known finding")
+    return f" ({', '.join(names)})" if names else " (not known)"
+
+
+def _codes(codes) -> str:
+    return ", ".join(codes) if codes else "nothing"
+
+
+def _windows(counts: dict[str, int]) -> str:
+    reached = ", ".join(f"{w} ×{n}" for w, n in counts.items() if n)
+    unreached = [w for w, n in counts.items() if not n]
+    text = f"reached {reached}" if reached else ""
+    if unreached:
+        text += ("; " if text else "") + f"unreached {', '.join(unreached)}"
+    return text
+
+
+def expect(
+    path: Path | None,
+    *,
+    known_path: Path | None = None,
+    verdicts_json: Path | None = None,
+    write: bool = False,
+    workers: int = 2,
+    counterexamples: Path = Path("counterexamples"),
+    log: Path = Path("property-suite.log"),
+    deployment: tuple[str, ...] = (),
+) -> int:
+    """Run the property suite (``ci`` profile) on the agentscope installed
+    here, or read a run's ``--verdicts-json``; print one line per property
+    against the expectation in ``path`` and the known violations in
+    ``known_path`` (by default the project's own). 0 when every line is as expected,
+    1 when one is not, 2 when an input cannot be read or the run broke."""
+    import sys  # pylint: disable=import-outside-toplevel
+
+    from harness.world import agentscope_under_test  # pylint: disable=import-outside-toplevel
+
+    from .gate import runner  # pylint: disable=import-outside-toplevel
+
+    version = agentscope_under_test.version()
+    try:
+        known = known_list.load(known_path or FINDINGS / "known.json")
+        if verdicts_json is not None:
+            version, verdicts = _read_verdicts(verdicts_json, version)
+        else:
+            print(f"running the property suite (ci profile) on {agentscope_under_test.describe()}; "
+                  f"pytest's output: {log}", flush=True)
+            result = anyio.run(functools.partial(
+                runner.run_suite,
+                Path(sys.executable), log=log, profile="ci", with_fix=False,
+                counterexamples=counterexamples, workers=workers,
+                say=lambda line: print(f"  {line}", flush=True),
+                deployment=deployment,
+            ))
+            if result.broken:
+                raise BadExpectation(result.broken)
+            verdicts = result.verdicts
+        path = path or default_path(version)
+        expected = None if write else load(path)
+    except (known_list.BadList, BadExpectation) as bad:
+        print(f"hitl-harness expect: error: {bad}", file=sys.stderr)
+        return 2
+    if write:
+        path.write_text(json.dumps(record(verdicts, version), indent=2, ensure_ascii=False) + "\n",
+                        encoding="utf-8")
+        print(f"wrote the expected verdicts of agentscope {version} to {path}")
+        return 0
+    if expected.get("agentscope") != version:
+        print(f"hitl-harness expect: error: {path} holds the verdicts of agentscope "
+              f"{expected.get('agentscope')}, not of {version}", file=sys.stderr)
+        return 2
+    lines = compare(verdicts, expected, known, version)
+    for line in lines:
+        print(line.render())
+    changed = [line.code for line in lines if not line.ok]
+    print(f"expected verdicts ({path}): "
+          + (f"{len(changed)} changed: {', '.join(changed)}" if changed
+             else f"all {len(lines)} as expected"))
+    return 1 if changed else 0
+
+
+def _read_verdicts(path: Path, version: str) -> tuple[str, dict[str, dict]]:
+    """The agentscope version (``version`` if the file does not say) and
+    the verdicts of a run's ``--verdicts-json`` file."""
+    data = known_list.read_json(path, BadExpectation)
+    verdicts = data.get("verdicts") if isinstance(data, dict) else None
+    if not isinstance(verdicts, dict):
+        raise BadExpectation(f"{path}: not a --verdicts-json file")
+    return str(data.get("agentscope_version") or version), verdicts

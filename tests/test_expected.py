@@ -1,0 +1,101 @@
+"""``hitl-harness expect``: a property suite run held to its expected
+verdicts (what ``.ci/run`` checks on the pinned release)."""
+from __future__ import annotations
+
+import copy
+import json
+
+from harness.tools import expected
+from harness.tools.gate import known as known_list
+from properties.catalog import PROPERTIES
+
+KNOWN = known_list.load(expected.FINDINGS / "known.json")
+
+
+def _run() -> dict[str, dict]:
+    """A run as the plugin's --verdicts-json gives it: I1 violated (F1 on
+    2.0.8) with I2 found on the way, every other property holding."""
+    verdicts = {p.code: {"verdict": "holds", "also_found": {}, "title": p.slug,
+                         "windows": {w: 1 for w in p.windows}} for p in PROPERTIES}
+    verdicts["I1"].update(verdict="VIOLATED", also_found={"I2": "counterexamples/I2-x"})
+    return verdicts
+
+
+def _changes(run: dict, expectation: dict, version: str = "2.0.8") -> dict[str, list[str]]:
+    lines = expected.compare(run, expectation, KNOWN, version)
+    assert [line.code for line in lines][: len(PROPERTIES)] == [p.code for p in PROPERTIES]
+    return {line.code: line.changes for line in lines if line.changes}
+
+
+def test_a_run_matches_the_expectation_it_records():
+    run = _run()
+    assert _changes(run, expected.record(run, "2.0.8")) == {}
+
+
+def test_a_violation_no_longer_found_turns_its_line_red():
+    expectation = expected.record(_run(), "2.0.8")
+    run = _run()
+    run["I1"].update(verdict="holds", also_found={})
+    changes = _changes(run, expectation)
+    assert list(changes) == ["I1"]
+    assert "expected VIOLATED" in changes["I1"]
+    assert any("find on the way I2" in c for c in changes["I1"])
+
+
+def test_a_window_no_longer_reached_turns_its_line_red():
+    expectation = expected.record(_run(), "2.0.8")
+    run = _run()
+    run["I9"]["windows"]["stop-while-card-shows"] = 0
+    assert _changes(run, expectation) == {"I9": ["no longer reached: stop-while-card-shows"]}
+    newly = copy.deepcopy(expectation)
+    newly["verdicts"]["I9"]["reached"].remove("stop-while-card-shows")
+    assert _changes(_run(), newly) == {}  # reaching more is no change
+
+
+def test_every_violation_must_be_a_known_finding_even_when_expected():
+    run = _run()
+    run["I6"].update(verdict="VIOLATED")  # nothing known says I6 breaks
+    changes = _changes(run, expected.record(run, "2.0.8"))
+    assert changes == {"I6": ["I6 found by I6's search is no known finding"]}
+    # F1 is known on 2.0.8 only up to 2.0.9: on 2.0.9 the same run is red
+    assert set(_changes(_run(), expected.record(_run(), "2.0.9"), "2.0.9")) == {"I1"}
+
+
+def test_a_property_without_a_verdict_or_an_expectation_is_red():
+    expectation = expected.record(_run(), "2.0.8")
+    run = _run()
+    del run["I15"]
+    del expectation["verdicts"]["I3"]
+    changes = _changes(run, expectation)
+    assert changes == {"I3": ["the expected verdicts have none for it"],
+                       "I15": ["the suite gave no verdict"]}
+
+
+def test_the_committed_expectation_is_the_pinned_release_and_every_violation_in_it_is_known():
+    data = expected.load(expected.default_path("2.0.8"))
+    assert data["agentscope"] == "2.0.8" and data["profile"] == "ci"
+    assert set(data["verdicts"]) == {p.code for p in PROPERTIES}
+    for code, entry in data["verdicts"].items():
+        searches = [code] if entry["verdict"] != "holds" else []
+        for violated, by in [(code, searches), *((other, [code]) for other in entry["also_found"])]:
+            if by:
+                _, uncovered = known_list.findings(KNOWN, violated, by, "2.0.8")
+                assert not uncovered, f"{violated} found by {code}'s search is no known finding"
+
+
+def test_the_command_compares_a_saved_run_and_exits_1_on_a_change(tmp_path, capsys):
+    run = _run()
+    saved = tmp_path / "verdicts.json"
+    saved.write_text(json.dumps({"agentscope_version": "2.0.8", "verdicts": run}), encoding="utf-8")
+    expectation = tmp_path / "expected.json"
+    assert expected.expect(expectation, known_path=expected.FINDINGS / "known.json",
+                           verdicts_json=saved, write=True) == 0
+    assert expected.expect(expectation, known_path=expected.FINDINGS / "known.json",
+                           verdicts_json=saved) == 0
+    out = capsys.readouterr().out
+    assert sum(line.startswith(expected.EXPECT_LINE) for line in out.splitlines()) == len(PROPERTIES)
+    run["I4"]["verdict"] = "VIOLATED"
+    saved.write_text(json.dumps({"agentscope_version": "2.0.8", "verdicts": run}), encoding="utf-8")
+    assert expected.expect(expectation, known_path=expected.FINDINGS / "known.json",
+                           verdicts_json=saved) == 1
+    assert "1 changed: I4" in capsys.readouterr().out
