@@ -99,3 +99,18 @@ def test_the_command_compares_a_saved_run_and_exits_1_on_a_change(tmp_path, caps
     assert expected.expect(expectation, known_path=expected.FINDINGS / "known.json",
                            verdicts_json=saved) == 1
     assert "1 changed: I4" in capsys.readouterr().out
+
+
+def test_an_expectation_for_some_properties_on_redis_names_them_and_holds_only_them():
+    seeds = ("I1", "I2", "I3", "I4", "I5", "I6", "I7")
+    run = {code: entry for code, entry in _run().items() if code in seeds}
+    expectation = expected.record(run, "2.0.8", deployment=("--bus", "redis", "--nodes", "2"),
+                                  properties=seeds)
+    assert expectation["deployment"] == ["--bus", "redis", "--nodes", "2"]
+    assert expectation["properties"] == list(seeds)
+    lines = expected.compare(run, expectation, KNOWN, "2.0.8")
+    assert [line.code for line in lines] == list(seeds) and all(line.ok for line in lines)
+    run.pop("I7")
+    assert [line.code for line in expected.compare(run, expectation, KNOWN, "2.0.8")
+            if not line.ok] == ["I7"]
+    assert expected._selecting(seeds) == ("-k", "I1- or I2- or I3- or I4- or I5- or I6- or I7-")

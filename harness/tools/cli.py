@@ -230,6 +230,10 @@ def _parser() -> argparse.ArgumentParser:
     expect.add_argument("--log", type=Path, default=Path("property-suite.log"), metavar="FILE",
                         help="where pytest's output goes (default: ./property-suite.log)")
     _deployment_options(expect)
+    expect.add_argument("--properties", type=lambda text: tuple(text.split(",")), default=(),
+                        metavar="I1,I2,...",
+                        help="only these properties (with --write; a file that names its "
+                        "properties, and its --bus/--nodes, runs with them)")
     return parser
 
 
@@ -288,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         return expect(arguments.expected, known_path=arguments.known,
                       verdicts_json=arguments.verdicts, write=arguments.write,
                       workers=arguments.workers, log=arguments.log,
-                      deployment=_deployment(arguments))
+                      deployment=_deployment(arguments), properties=arguments.properties)
     from .replay import replay_folder  # pylint: disable=import-outside-toplevel
 
     return replay_folder(arguments.path, with_fix=arguments.with_fix)

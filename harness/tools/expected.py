@@ -70,8 +70,13 @@ class Line:
         return f"{EXPECT_LINE} {self.code:<4} {self.said} -- {status}"
 
 
-def record(verdicts: dict[str, dict], version: str, profile: str = "ci") -> dict:
-    """The expectation a run's ``verdicts`` (the plugin's JSON) makes."""
+def record(
+    verdicts: dict[str, dict], version: str, profile: str = "ci",
+    deployment: tuple[str, ...] = (), properties: tuple[str, ...] = (),
+) -> dict:
+    """The expectation a run's ``verdicts`` (the plugin's JSON) makes; with
+    ``deployment`` (the suite's ``--bus``/``--nodes``) and ``properties``
+    (a subset of the catalog) the file says so, and later runs use them."""
     from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
 
     return {
@@ -82,6 +87,8 @@ def record(verdicts: dict[str, dict], version: str, profile: str = "ci") -> dict
         "after an intended change.",
         "agentscope": version,
         "profile": profile,
+        **({"deployment": list(deployment)} if deployment else {}),
+        **({"properties": list(properties)} if properties else {}),
         "verdicts": {
             code: {
                 "verdict": verdicts[code]["verdict"],
@@ -116,7 +123,8 @@ def compare(
 
     wanted = expected["verdicts"]
     lines = []
-    for code in sorted(set(BY_CODE) | set(verdicts) | set(wanted), key=code_order):
+    catalog = set(expected.get("properties") or BY_CODE)
+    for code in sorted(catalog | set(verdicts) | set(wanted), key=code_order):
         got, want = verdicts.get(code), wanted.get(code)
         if got is None:
             lines.append(Line(code, "no verdict", ["the suite gave no verdict"]))
@@ -178,6 +186,7 @@ def expect(
     counterexamples: Path = Path("counterexamples"),
     log: Path = Path("property-suite.log"),
     deployment: tuple[str, ...] = (),
+    properties: tuple[str, ...] = (),
 ) -> int:
     """Run the property suite (``ci`` profile) on the agentscope installed
     here, or read a run's ``--verdicts-json``; print one line per property
@@ -193,6 +202,11 @@ def expect(
     version = agentscope_under_test.version()
     try:
         known = known_list.load(known_path or FINDINGS / "known.json")
+        if path is not None and not write:
+            # The file says on which deployment and which properties it holds.
+            said = load(path)
+            deployment = deployment or tuple(said.get("deployment") or ())
+            properties = properties or tuple(said.get("properties") or ())
         if verdicts_json is not None:
             version, verdicts = _read_verdicts(verdicts_json, version)
         else:
@@ -203,7 +217,7 @@ def expect(
                 Path(sys.executable), log=log, profile="ci", with_fix=False,
                 counterexamples=counterexamples, workers=workers,
                 say=lambda line: print(f"  {line}", flush=True),
-                deployment=deployment,
+                deployment=deployment + _selecting(properties),
             ))
             if result.broken:
                 raise BadExpectation(result.broken)
@@ -214,7 +228,9 @@ def expect(
         print(f"hitl-harness expect: error: {bad}", file=sys.stderr)
         return 2
     if write:
-        path.write_text(json.dumps(record(verdicts, version), indent=2, ensure_ascii=False) + "\n",
+        path.write_text(json.dumps(record(verdicts, version, deployment=deployment,
+                                          properties=properties), indent=2,
+                                   ensure_ascii=False) + "\n",
                         encoding="utf-8")
         print(f"wrote the expected verdicts of agentscope {version} to {path}")
         return 0
@@ -230,6 +246,11 @@ def expect(
           + (f"{len(changed)} changed: {', '.join(changed)}" if changed
              else f"all {len(lines)} as expected"))
     return 1 if changed else 0
+
+
+def _selecting(properties: tuple[str, ...]) -> tuple[str, ...]:
+    """pytest's ``-k`` for these properties only (none: every one)."""
+    return ("-k", " or ".join(f"{code}-" for code in properties)) if properties else ()
 
 
 def _read_verdicts(path: Path, version: str) -> tuple[str, dict[str, dict]]:
