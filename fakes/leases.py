@@ -186,6 +186,10 @@ class LeasedLocks:
             self._signal_lock(key)
 
 
+    def lapsing_leases(self) -> list[float]:
+        """When each lease nobody renews runs out."""
+        return [lease.expires_at for lease in self._locks.values() if not self._renewing(lease)]
+
     def lock_holder(self, key: str) -> asyncio.Task | None | bool:
         """The task holding ``key``; ``True`` for a ``try_lock`` claim,
         ``None`` when free (an expired lease counts as free)."""

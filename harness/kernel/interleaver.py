@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .event_loop import VirtualTimeEventLoop
+from .repeats import LIVELOCK_AFTER, SKIP_AFTER, Checkpoint, Repeats, Skip, base_label, describe, frame_of, renumbered
 from .trace import Trace
 
 #: Releases at one virtual instant before a world counts as livelocked
@@ -41,6 +42,11 @@ SETTLE_HORIZON = 3600.0
 
 class DidNotSettle(AssertionError):
     """Raised when releasing tasks and advancing time never reaches rest."""
+
+
+class Livelock(DidNotSettle):
+    """The world only repeats itself, with nothing due to change it (see
+    :mod:`.repeats`)."""
 
 
 @dataclass(frozen=True)
@@ -110,9 +116,17 @@ class Interleaver:
         self._label_counts: Counter[str] = Counter()
         self._creating_internal = False
         self._storage_calls_in_flight = 0
+        self._storage_calls_made = 0
         self._storage_idle: asyncio.Event | None = None
         #: Switch points only park tasks while this is set (not in setup).
         self.controlling = False
+        #: When the bus changes by itself (leases, TTLs); without it, no
+        #: repetition is ever left out and none is a livelock.
+        self.expiries: Callable[[], Iterable[float]] | None = None
+        #: Whether settling leaves out repetitions (off: all are played).
+        self.skip_repeats = True
+        #: Repetitions left out while settling, so far (see :mod:`.repeats`).
+        self.skipped = 0
         loop.set_task_factory(self._task_factory)
 
     # ── task registry ─────────────────────────────────────────────────
@@ -232,6 +246,7 @@ class Interleaver:
 
     def storage_call_started(self) -> None:
         self._storage_calls_in_flight += 1
+        self._storage_calls_made += 1
         self._idle_event().clear()
 
     def storage_call_finished(self) -> None:
@@ -292,45 +307,86 @@ class Interleaver:
         assert record.gate is not None
         record.gate.set_result(None)
 
-    def settle(
-        self,
-        limit: int = SETTLE_STEP_LIMIT,
-        horizon: float = SETTLE_HORIZON,
-    ) -> None:
+    def settle(self, limit: int = SETTLE_STEP_LIMIT, horizon: float = SETTLE_HORIZON) -> None:
         """Let everything finish: release held tasks oldest first and
         jump the clock to the next timer whenever nothing else can move.
         Raises :class:`DidNotSettle` on ``limit`` releases without the
         clock moving, or when work is still due ``horizon`` virtual seconds
-        on. (One coroutine does it all: settling can take tens of
-        thousands of releases, and re-entering the loop for each costs.)"""
+        on, and :class:`Livelock` when the world only repeats itself with
+        nothing due to change it; repetitions that change nothing are left
+        out (:mod:`.repeats`). (One coroutine does it all: re-entering the
+        loop for each of thousands of releases costs.)"""
         self.run_uncontrolled(self._settle(limit, horizon))
         self._label_new_tasks()
 
     async def _settle(self, limit: int, horizon: float) -> None:
         give_up_at = self.loop.clock.now() + horizon
         steps = 0
+        repeats = Repeats(self.expiries, self.skip_repeats)
+        mark = self._frame_start(frozenset())
         while True:
             await self._until_quiescent()
             held = self.held()
             if held:
                 steps += 1
                 if steps > limit:
-                    raise DidNotSettle(
-                        f"{limit} releases without virtual time passing; "
-                        f"still held: {self.held()}",
-                    )
+                    raise DidNotSettle(f"{limit} releases without virtual time passing; "
+                                       f"still held: {self.held()}")
                 self._release(held[0])
                 continue
             deadline = self.loop.next_timer_deadline()
             if deadline is None:
                 return
+            repeats.checkpoint(self._checkpoint(mark))
+            frame = repeats.livelock(give_up_at)
+            if frame is not None:
+                raise Livelock(f"the world only repeats itself ({describe(frame, LIVELOCK_AFTER)}), with "
+                               f"nothing due to change it (now {self.loop.clock.now():g} s)")
             if deadline > give_up_at:
-                raise DidNotSettle(
-                    f"still busy {horizon:g} virtual seconds on: a timer is "
-                    f"due at {deadline:g} s (now {self.loop.clock.now():g} s)",
-                )
+                frame = repeats.repeated()
+                if frame is not None:  # repetitions left out up to the horizon
+                    raise Livelock(f"the world only repeats itself ({describe(frame, SKIP_AFTER)}) "
+                                   f"until {horizon:g} virtual seconds on")
+                raise DidNotSettle(f"still busy {horizon:g} virtual seconds on: a timer is due "
+                                   f"at {deadline:g} s (now {self.loop.clock.now():g} s)")
+            skip = repeats.skip(give_up_at)
+            if skip is not None:
+                self._skip(skip)
+                deadline = self.loop.next_timer_deadline()
             self.loop.clock.advance_to(max(deadline, self.loop.clock.now()))
+            mark = self._frame_start(self.loop.live_timers())
             steps = 0
+
+    def _frame_start(self, timers: frozenset) -> tuple[int, int, int, frozenset]:
+        """Where a frame starts: trace, tasks, storage calls, timers."""
+        return len(self.trace.entries), len(self._order), self._storage_calls_made, timers
+
+    def _checkpoint(self, mark: tuple[int, int, int, frozenset]) -> Checkpoint:
+        """The frame since ``mark`` (see :mod:`.repeats`)."""
+        entries, created, storage, before = mark
+        timers = self.loop.live_timers()
+        labels = [self._label(r) for r in self.tasks()]
+        frame = frame_of(self.trace.entries[entries:], labels, self._storage_calls_made - storage,
+                         (self.loop.delay_of(h) for h in timers - before))
+        return Checkpoint(frame, self.loop.clock.now(), timers, timers - before,
+                          tuple(sorted(self.expiries())) if self.expiries else (),
+                          Counter(base_label(self._label(r)) for r in self._order[created:]))
+
+    def _skip(self, skip: Skip) -> None:
+        """Leave ``skip.count`` repetitions out: the clock, the next one's
+        timer, and the numbering of tasks and trace move on as they would."""
+        start = self.loop.clock.now()
+        self.loop.clock.advance_to(skip.now)
+        self.loop.reschedule(skip.timer, skip.now + skip.delay)
+        for name, created in skip.new_tasks.items():
+            self._label_counts[name] += created * skip.count
+        for record in self._order[len(self._order) - sum(skip.new_tasks.values()):]:
+            if record.label is not None and not record.done:  # the next repetition's
+                record.label = renumbered(record.label, skip)
+        self.trace.skipped(skip.ops * skip.count, f"the last {skip.ops} operations, {skip.count} "
+                           f"times more ({start:g} s to {skip.now:g} s), left out: each time the "
+                           "same operations with the same outcomes")
+        self.skipped += skip.count
 
     def pass_time(self, seconds: float) -> None:
         """Jump the clock forward, firing each timer that falls due."""

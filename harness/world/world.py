@@ -74,6 +74,7 @@ class World:
             ),
         )
         self._inspector = inspector_of(raw_bus)
+        self.interleaver.expiries = getattr(raw_bus, "expiries", None)
         self._invitations = Invitations(self.app, self.setup)
         self._reader = SessionReader(
             self.app, self.bus, self._inspector, self.interleaver,
