@@ -496,3 +496,63 @@ def test_without_the_bus_s_expiries_nothing_is_left_out_or_called_a_livelock(ker
         kernel.settle(horizon=10)
     assert not isinstance(raised.value, Livelock)
     assert kernel.skipped == 0 and len(kernel.trace.entries) > 90  # every 0.1 s played
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.05])
+def test_several_retry_loops_at_once_are_left_out_together(offset):
+    """Two loops retrying at once (in step, or taking turns) repeat as one
+    cycle: left out together, they end as when played."""
+
+    def play(skip: bool) -> tuple[list, float]:
+        clock = VirtualClock()
+        loop = VirtualTimeEventLoop(clock)
+        interleaver = Interleaver(loop)
+        interleaver.controlling = True
+        interleaver.skip_repeats = skip
+        interleaver.expiries = lambda: [30.0] if clock.now() < 30.0 else []
+
+        async def late(loop_=_retries_until(interleaver, [], free_at=30.0)):
+            await asyncio.sleep(offset)
+            await loop_
+
+        interleaver.spawn(_retries_until(interleaver, [], free_at=30.0), "a")
+        interleaver.spawn(late(), "b")
+        interleaver.settle()
+        lines = [(e.seq, e.task, e.op, e.detail) for e in interleaver.trace.entries]
+        loop.set_task_factory(None)
+        loop.close()
+        return lines, clock.now(), interleaver.skipped
+
+    played, played_at, none = play(skip=False)
+    skipped, skipped_at, left_out = play(skip=True)
+    assert none == 0 and left_out > 250
+    assert skipped_at == played_at
+    assert skipped[-8:] == played[-8:] and len(skipped) < 40
+
+
+def test_a_waiter_woken_a_hair_before_a_dead_lease_ends_takes_the_lock(kernel):
+    """asyncio fires a timer within its clock resolution (1 ns) of due:
+    another timer landing the clock 3e-13 s before a dead holder's lease
+    ends wakes its waiter, which must find the lease over (Redis keeps TTLs
+    to the millisecond), not wait again, woken at once, forever."""
+    fake, bus = _bus(kernel)
+    entered = []
+
+    async def dies_holding():
+        async with bus.acquire_lock("lock", ttl_secs=600):
+            await kernel.switch_point(Op("step", "never"))
+
+    async def waits():
+        async with bus.acquire_lock("lock", ttl_secs=600):
+            entered.append(kernel.loop.time())
+
+    async def ticks():
+        await asyncio.sleep(299.9999999999997)
+
+    holder = kernel.spawn(dies_holding(), "holder")
+    kernel.advance(holder)  # it takes the lock
+    fake.process_died([r.task for r in kernel.crash(holder)])
+    kernel.spawn(waits(), "waiter")
+    kernel.spawn(ticks(), "ticker")
+    kernel.settle()
+    assert entered == [299.9999999999997]

@@ -357,8 +357,7 @@ class Interleaver:
             mark = self._frame_start(self.loop.live_timers())
             steps = 0
 
-    def _frame_start(self, timers: frozenset) -> tuple[int, int, int, frozenset]:
-        """Where a frame starts: trace, tasks, storage calls, timers."""
+    def _frame_start(self, timers: frozenset) -> tuple[int, int, int, frozenset]:  # see _checkpoint
         return len(self.trace.entries), len(self._order), self._storage_calls_made, timers
 
     def _checkpoint(self, mark: tuple[int, int, int, frozenset]) -> Checkpoint:
@@ -377,15 +376,15 @@ class Interleaver:
         timer, and the numbering of tasks and trace move on as they would."""
         start = self.loop.clock.now()
         self.loop.clock.advance_to(skip.now)
-        self.loop.reschedule(skip.timer, skip.now + skip.delay)
+        for timer, when in skip.timers:
+            self.loop.reschedule(timer, when)
         for name, created in skip.new_tasks.items():
             self._label_counts[name] += created * skip.count
         for record in self._order[len(self._order) - sum(skip.new_tasks.values()):]:
             if record.label is not None and not record.done:  # the next repetition's
                 record.label = renumbered(record.label, skip)
-        self.trace.skipped(skip.ops * skip.count, f"the last {skip.ops} operations, {skip.count} "
-                           f"times more ({start:g} s to {skip.now:g} s), left out: each time the "
-                           "same operations with the same outcomes")
+        self.trace.skipped(skip.ops * skip.count, f"the last {skip.ops} operations, {skip.count} times more "
+                           f"({start:g} s to {skip.now:g} s), left out: the same operations and outcomes")
         self.skipped += skip.count
 
     def pass_time(self, seconds: float) -> None:

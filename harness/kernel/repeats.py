@@ -43,6 +43,10 @@ SKIP_AFTER = 3
 #: Repetitions played for real before the first moment anything changes.
 MARGIN = 2
 
+#: The most frames a repeated cycle may take (one per retry loop taking
+#: turns with the others).
+LONGEST_CYCLE = 4
+
 #: Identical frames in a row, with nothing due to change them, that make
 #: a livelock.
 LIVELOCK_AFTER = 20
@@ -95,8 +99,9 @@ class Skip:
     virtual seconds and ``ops`` operations, ending at ``now``."""
 
     count: int
-    timer: object
-    """The pending timer of the next repetition."""
+    timers: tuple
+    """The pending timers of the cycle, each with when it falls due once
+    the repetitions are left out."""
     delay: float
     now: float
     ops: int
@@ -145,40 +150,63 @@ class Repeats:
         return last[-1].frame
 
     def skip(self, horizon: float) -> Skip | None:
-        """How many repetitions can be left out now: the last frames are
-        identical and skippable, each set one timer (the next repetition's,
-        all of the same delay) and left every other timer as it was, and
-        the repetitions left out all end :data:`MARGIN` repetitions before
-        the first change (``horizon``, a timer from before them, a bus
-        expiry)."""
-        last = self._repeating(SKIP_AFTER)
-        if not self._skipping or self._expiries is None or last is None:
+        """How many repetitions can be left out now, if the last frames
+        repeat a cycle of one to :data:`LONGEST_CYCLE` frames (several
+        retry loops at once take turns) :data:`SKIP_AFTER` times, with no
+        storage call and no event, each frame firing one timer of the
+        cycle and setting the next one (all of the same delay), every other
+        timer untouched; the repetitions left out all end :data:`MARGIN`
+        cycles before the first change (``horizon``, a timer from before
+        them, a bus expiry)."""
+        if not self._skipping or self._expiries is None:
             return None
-        frame = last[-1].frame
-        if frame.storage_calls or len(frame.delays) != 1 or frame.delays[0] <= 0:
+        for period in range(1, LONGEST_CYCLE + 1):
+            skip = self._skip_cycle(period, horizon)
+            if skip is not None:
+                return skip
+        return None
+
+    def _skip_cycle(self, period: int, horizon: float) -> Skip | None:
+        last = self._checkpoints[-SKIP_AFTER * period:]
+        if len(last) < SKIP_AFTER * period:
             return None
-        if any(op[1] in UNSKIPPABLE_OPS for op in frame.ops):
+        frames = [c.frame for c in last]
+        if any(frames[n] != frames[n - period] for n in range(period, len(frames))):
             return None
-        delay = frame.delays[0]
-        before = last[0].timers - last[0].cycle
-        for earlier, later in zip(last, last[1:]):
-            if len(later.cycle) != 1 or later.timers - later.cycle != before:
+        if any(f.storage_calls or any(op[1] in UNSKIPPABLE_OPS for op in f.ops) for f in frames[-period:]):
+            return None
+        delays = {d for f in frames[-period:] for d in f.delays}
+        if len(delays) != 1 or min(delays) <= 0:
+            return None
+        (delay,) = delays
+        cycle_timers = sorted(frozenset().union(*(c.cycle for c in last[-period:])), key=lambda h: h.when())
+        fixed = None
+        for n in range(period, len(last)):
+            ours = frozenset().union(*(c.cycle for c in last[n - period + 1:n + 1]))
+            if not last[n].cycle or not ours <= last[n].timers:
                 return None
-            if later.now != earlier.now + delay:  # it began when the last one's timer fell due
+            if last[n].now != last[n - period].now + delay:  # it began when its timer fell due
                 return None
-        limit = min((horizon, *(h.when() for h in before), *self.expiries()))
-        now = last[-1].now
+            if fixed is not None and last[n].timers - ours != fixed:
+                return None
+            fixed = last[n].timers - ours
+        limit = min((horizon, *(h.when() for h in fixed), *self.expiries()))
+        whens = [h.when() for h in cycle_timers]
         count = 0
-        # The repetition after the last one left out, and MARGIN more, are
-        # played: they must all start before the limit.
-        probe = advance(now, delay, MARGIN + 1)
-        while probe < limit:
+        probes = [advance(w, delay, 1 + MARGIN) for w in whens]
+        while max(probes) < limit:
             count += 1
-            probe = probe + delay
+            probes = [p + delay for p in probes]
         if count < 1:
             return None
-        (timer,) = last[-1].cycle
-        return Skip(count, timer, delay, advance(now, delay, count), len(frame.ops), last[-1].new_tasks, frame)
+        moved = [advance(w, delay, count) for w in whens]
+        if any((a < b) != (x < y) or (a == b) != (x == y)
+               for a, x in zip(whens, moved) for b, y in zip(whens, moved)):
+            return None  # the cycle's timers would fall due in another order
+        new_tasks = sum((c.new_tasks for c in last[-period:]), Counter())
+        ops = sum(len(f.ops) for f in frames[-period:])
+        return Skip(count, tuple(zip(cycle_timers, moved)), delay,
+                    advance(last[-1].now, delay, count), ops, new_tasks, frames[-1])
 
     def livelock(self, horizon: float) -> Frame | None:
         """The repeated frame, when the last :data:`LIVELOCK_AFTER` frames
