@@ -68,8 +68,7 @@ class World:
         self.bus = ControlledBus(raw_bus, self.interleaver, deliveries=CANCEL_CHANNELS)
         self.app: AgentscopeApp = self.interleaver.run_uncontrolled(
             build_app(
-                stage,
-                self.bus,
+                stage, self.bus,
                 wrap_storage=lambda s: SerialStorage(s, self.interleaver),
             ),
         )
