@@ -257,6 +257,13 @@ class VirtualRedisBus(LeasedLocks, MessageBus):  # pylint: disable=too-many-publ
 
     # ── inspection for invariants (never changes state) ───────────────
 
+    def expiries(self) -> list[float]:
+        """When this bus next changes by itself: every pending TTL expiry
+        and every lease nobody renews, in virtual seconds."""
+        now = self._clock()
+        ttls = [t for space in (self._queues, self._logs, self._registries) for t in space.expiry.values()]
+        return [t for t in ttls + self.lapsing_leases() if t > now]
+
     def peek_queue(self, key: str) -> list[dict]:
         """Payloads queued at ``key`` that have not expired."""
         if self._queues.expiry.get(key, float("inf")) <= self._clock():

@@ -18,6 +18,12 @@ from dataclasses import dataclass
 #: How often RedisMessageBus polls for a freed lock.
 POLL_SECONDS = 0.1
 
+#: A lease this close to its end counts as ended: asyncio fires a timer
+#: that close to due (its clock resolution), so a waiter woken for the
+#: expiry must find it expired, or it waits again, woken at once, forever.
+#: (Redis keeps TTLs to the millisecond.)
+EXPIRY_RESOLUTION = 1e-9
+
 
 @dataclass
 class _Lease:
@@ -59,7 +65,7 @@ class LeasedLocks:
         now = self._clock()
         if self._renewing(lease):
             return lease  # the heartbeat keeps it renewed
-        if lease.expires_at <= now:
+        if lease.expires_at <= now + EXPIRY_RESOLUTION:
             del self._locks[key]
             self._signal_lock(key)
             return None
@@ -186,13 +192,17 @@ class LeasedLocks:
             self._signal_lock(key)
 
 
+    def lapsing_leases(self) -> list[float]:
+        """When each lease nobody renews runs out."""
+        return [lease.expires_at for lease in self._locks.values() if not self._renewing(lease)]
+
     def lock_holder(self, key: str) -> asyncio.Task | None | bool:
         """The task holding ``key``; ``True`` for a ``try_lock`` claim,
         ``None`` when free (an expired lease counts as free)."""
         lease = self._locks.get(key)
         if lease is None:
             return None
-        if not self._renewing(lease) and lease.expires_at <= self._clock():
+        if not self._renewing(lease) and lease.expires_at <= self._clock() + EXPIRY_RESOLUTION:
             return None
         return lease.owner or True
 

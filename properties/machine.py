@@ -172,7 +172,7 @@ class HitlMachine(
         except DidNotSettle as stuck:
             never = BY_CODE["I11"].violation(
                 "the world settles: every trigger is eventually dispatched or dropped",
-                str(stuck),
+                self.world.alias(str(stuck)),
             )
             self._report(never)
             raise

@@ -1,121 +1,224 @@
-"""Speed of the harness, in figures: run it, read the numbers.
+"""Speed of the harness, beside its two baselines, in one run.
 
-    python scripts/benchmark.py [--runs 5] [--examples 60]
+    python scripts/benchmark.py [--runs 5] [--rounds 200] [--naive 20] [--examples 60]
 
-Prints, from one run of this script (compare ratios, not absolutes: the
-machine may be busy):
+Prints three measures side by side (compare ratios within one run: the
+machine may be shared):
 
-- seconds to the first I1 failure from an empty example database, over
-  ``--runs`` random seeds (median, min, max) -- only meaningful against an
-  agentscope that has the bug (2.0.7, 2.0.8); the same for I14 (a stopped
-  reply's slow tool left running), which every release 2.0.7-2.0.11 has,
-  searched as the property suite searches it;
-- examples per second of the I1 property where it holds (with the reference
-  fix on a release it targets, else unpatched);
-- the share of an example's time spent inside agentscope's own
-  ``ChatService.run`` versus the harness around it (from a profiled run).
+- **floor**: bare agentscope, ``ChatService`` runs per second on its own
+  ``InMemoryMessageBus``, with the same storage as the harness (SQL on a
+  sqlite file in ``/dev/shm``), the same scripted model and tools, on a
+  plain asyncio loop: the user messages a session, the run answers, again
+  and again (``--rounds``);
+- **naive**: what an example-based test would do: a fresh app and
+  ``asyncio.run`` per example, one fixed trigger (the user's message makes
+  the model call ``GatedAction`` while a team member delivers to the inbox,
+  F1's story), natural scheduling (``--naive`` examples); examples per
+  second, and how many examples showed F1's error reply;
+- **harness**: agentscope runs per second inside the property suite's
+  examples and examples per second (I6's search, ``--examples``), and
+  seconds to the first failure of each finding the installed release has,
+  searched as the property suite searches it (median of ``--runs`` random
+  searches from an empty example database, shrinking not counted).
+
+The last line reads ``summary: overhead X.XXx floor, F1 S.Ss, worst finding
+S.Ss (Fn)``: the overhead is the floor's runs per second over the
+harness's; F1 is only searched on the releases that have it (2.0.7, 2.0.8).
 """
 from __future__ import annotations
 
 import argparse
-import cProfile
-import pstats
+import asyncio
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "docs" / "findings" / "confirm"))
 
 from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
+from packaging.version import Version  # noqa: E402
 
+from _app import app_on, hint  # noqa: E402
+from agentscope.app.message_bus import InMemoryMessageBus  # noqa: E402
+from fakes.model import CallTool  # noqa: E402
 from harness.world import agentscope_under_test  # noqa: E402
 from harness.world.quiet import silence_agentscope  # noqa: E402
+from harness.world.stage import Stage  # noqa: E402
 from properties.catalog import BY_CODE  # noqa: E402
 from properties.machine import machine_enforcing, machine_for  # noqa: E402
 from properties.violation import InvariantViolated  # noqa: E402
 
-BASE = dict(
-    deadline=None,
-    database=None,
-    suppress_health_check=list(HealthCheck),
-    stateful_step_count=12,
-)
+BASE = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck), stateful_step_count=10)
+
+#: Each finding, the property whose search finds it, and the releases that
+#: have it (docs/findings.md).
+FINDINGS = {
+    "F1": ("I1", lambda v: v < Version("2.0.9")),
+    "F2": ("I8", lambda v: True),
+    "F3": ("I9", lambda v: True),
+    "F4": ("I13", lambda v: True),
+    "F5": ("I11", lambda v: True),
+    "F6": ("I14", lambda v: True),
+}
+
+#: Give up on a finding's search after this many examples.
+MAX_EXAMPLES = 1000
 
 
-def seconds_to_first_failure(code: str) -> float | None:
-    """Wall seconds until Hypothesis first sees ``code`` fail, from an
-    empty example database and a fresh random seed (shrinking not
-    counted), with the machine and story length the property suite uses."""
-    steps = max(BASE["stateful_step_count"], BY_CODE[code].story_steps or 0)
-    start = time.perf_counter()
+def _scratch() -> Path:
+    shm = Path("/dev/shm")
+    return Path(tempfile.mkdtemp(prefix="bench-", dir=str(shm) if shm.is_dir() else None))
+
+
+# ── the floor ─────────────────────────────────────────────────────────
+
+
+async def _floor(rounds: int) -> float:
+    basedir = _scratch()
     try:
-        run_state_machine_as_test(
-            machine_for(code),
-            settings=settings(
-                max_examples=2000,
-                phases=[Phase.generate],
-                **{**BASE, "stateful_step_count": steps},
-            ),
-        )
-    except InvariantViolated:
-        return time.perf_counter() - start
-    return None
+        async with app_on(InMemoryMessageBus(), basedir=basedir) as app:
+            agent = await app.add_agent("solo")
+            session = await app.add_session(agent, "solo")
+            start = time.perf_counter()
+            for _ in range(rounds):
+                assert await app.post_chat(agent, session, "please help") == 200
+                await app.wait_run_done(session)
+            return rounds / (time.perf_counter() - start)
+    finally:
+        shutil.rmtree(basedir, ignore_errors=True)
 
 
-def examples_per_second(examples: int) -> float:
-    """Examples per second of the I1 property where it holds."""
+def floor(rounds: int) -> float:
+    """Bare agentscope: runs per second."""
+    return asyncio.run(_floor(rounds))
+
+
+# ── the naive approach ────────────────────────────────────────────────
+
+
+async def _naive_example() -> bool:
+    """One example: a fresh app, F1's trigger, natural scheduling; whether
+    an error reply was published."""
+    basedir = _scratch()
+    try:
+        async with app_on(InMemoryMessageBus(), basedir=basedir) as app:
+            agent = await app.add_agent("leader")
+            session = await app.add_session(agent, "leader")
+            ui = await app.tap(session)
+            app.script("leader").add(CallTool("GatedAction", {"note": "deploy"}))
+            await asyncio.gather(
+                app.post_chat(agent, session, "please help"),
+                app.deliver(agent, session, hint("status update", "team member")),
+            )
+            await app.wait_run_done(session)
+            for _ in range(3):  # a wake-up the delivery queued, if any
+                await asyncio.sleep(0)
+                await app.wait_run_done(session)
+            return any(e.get("finished_reason") == "error" for e in ui.reply_ends())
+    finally:
+        shutil.rmtree(basedir, ignore_errors=True)
+
+
+def naive(examples: int) -> tuple[float, int]:
+    """(examples per second, examples that showed F1's error reply)."""
+    start = time.perf_counter()
+    found = sum(asyncio.run(_naive_example()) for _ in range(examples))
+    return examples / (time.perf_counter() - start), found
+
+
+# ── the harness ───────────────────────────────────────────────────────
+
+
+def harness_rates(examples: int) -> tuple[float, float]:
+    """(agentscope runs per second, examples per second) inside I6's search."""
     machine = machine_enforcing("I6")
+    runs = [0]
+    teardown = machine.teardown
+
+    def counting_teardown(self) -> None:
+        runs[0] += len(self.world.app.registry.spawned)
+        teardown(self)
+
+    machine.teardown = counting_teardown
+    Stage.shared()  # the process' storage and agents, opened once (not an example's cost)
     start = time.perf_counter()
     run_state_machine_as_test(
         machine,
         settings=settings(max_examples=examples, phases=[Phase.generate], derandomize=True, **BASE),
     )
-    return examples / (time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    return runs[0] / elapsed, examples / elapsed
 
 
-def share_inside_chat_service(examples: int) -> tuple[float, float]:
-    """(seconds in ChatService.run, total seconds) over a profiled run."""
-    profile = cProfile.Profile()
-    profile.enable()
+def seconds_to_first_failure(code: str) -> float | None:
+    """Wall seconds until a random search of property ``code`` first fails,
+    as the property suite searches it, from an empty example database."""
+    steps = max(BASE["stateful_step_count"], BY_CODE[code].story_steps or 0)
+    start = time.perf_counter()
     try:
         run_state_machine_as_test(
-            machine_enforcing("I6"),
-            settings=settings(max_examples=examples, phases=[Phase.generate], derandomize=True, **BASE),
+            machine_for(code),
+            settings=settings(max_examples=MAX_EXAMPLES, phases=[Phase.generate],
+                              **{**BASE, "stateful_step_count": steps}),
         )
-    finally:
-        profile.disable()
-    stats = pstats.Stats(profile).stats
-    total = sum(v[2] for k, v in stats.items())  # tottime over all functions
-    inside = sum(
-        v[3] for (path, _line, name), v in stats.items()
-        if name == "run" and path.endswith("_service/_chat.py")
-    )
-    return inside, total
+    except InvariantViolated as violation:
+        if violation.code == code:
+            return time.perf_counter() - start
+    return None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--naive", type=int, default=20)
     parser.add_argument("--examples", type=int, default=60)
+    parser.add_argument("--findings", default=",".join(FINDINGS))
     args = parser.parse_args()
     silence_agentscope()
+    version = Version(agentscope_under_test.version())
     print(f"benchmarking against {agentscope_under_test.describe()}")
-    eps = examples_per_second(args.examples)
-    print(f"examples per second (I6, holds):     {eps:.2f}")
-    inside, total = share_inside_chat_service(max(10, args.examples // 3))
-    print(f"time inside ChatService.run:         {inside / total:.0%} "
-          f"({inside:.1f} s of {total:.1f} s profiled)")
-    for code in ("I1", "I14"):
+    floor_rate = floor(args.rounds)
+    naive_examples, naive_found = naive(args.naive)
+    silence_agentscope()
+    harness_runs, harness_examples = harness_rates(args.examples)
+    overhead = floor_rate / harness_runs
+    print(f"{'':<34}{'floor':>10}{'naive':>10}{'harness':>10}")
+    print(f"{'agentscope runs per second':<34}{floor_rate:>10.1f}{'-':>10}{harness_runs:>10.1f}")
+    print(f"{'examples per second':<34}{'-':>10}{naive_examples:>10.2f}{harness_examples:>10.2f}")
+    print(f"naive: F1's error reply in {naive_found} of {args.naive} examples (fixed trigger, natural scheduling)")
+    firsts: dict[str, float | None] = {}
+    for finding in args.findings.split(","):
+        code, has_it = FINDINGS[finding]
+        if not has_it(version):
+            print(f"{finding} ({code}): not in agentscope {version}")
+            continue
         times = [seconds_to_first_failure(code) for _ in range(args.runs)]
-        found = [t for t in times if t is not None]
-        label = f"seconds to first {code} failure:"
-        if found:
-            print(f"{label:<37}median {statistics.median(found):.1f} "
-                  f"(min {min(found):.1f}, max {max(found):.1f}; found in {len(found)}/{len(times)} runs)")
+        found = sorted(t for t in times if t is not None)
+        if len(found) * 2 > len(times):
+            firsts[finding] = statistics.median(times if len(found) == len(times) else
+                                                found + [float("inf")] * (len(times) - len(found)))
         else:
-            print(f"{label:<37}never failed (agentscope without the bug?)")
+            firsts[finding] = None
+        shown = ", ".join("-" if t is None else f"{t:.1f}" for t in times)
+        median = "not found" if firsts[finding] is None else f"median {firsts[finding]:.1f} s"
+        print(f"seconds to first {finding} ({code}): {median:<16} ({shown}; cap {MAX_EXAMPLES} examples)")
+    f1 = "F1 n/a" if "F1" not in firsts else (
+        "F1 not found" if firsts["F1"] is None else f"F1 {firsts['F1']:.1f}s")
+    worst_finding = max(firsts, key=lambda f: float("inf") if firsts[f] is None else firsts[f], default=None)
+    if worst_finding is None:
+        worst = "worst finding n/a"
+    elif firsts[worst_finding] is None:
+        worst = f"worst finding not found ({worst_finding})"
+    else:
+        worst = f"worst finding {firsts[worst_finding]:.1f}s ({worst_finding})"
+    print(f"summary: overhead {overhead:.2f}x floor, {f1}, {worst}")
 
 
 if __name__ == "__main__":

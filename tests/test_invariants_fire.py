@@ -287,6 +287,15 @@ def test_I10_fires_unless_the_leader_is_told_of_each_failure_once():
                    SessionView("leader", "l", queued=[reminder])):
         inv.failures_reported_once(
             Observation({"worker": failed, "leader": leader}, settled=True), Ledger())
+    # A worker whose process died after its reply ended cannot tell any
+    # more: never told is excused, twice is not.
+    crashed = Ledger()
+    crashed.crashed.add("worker")
+    inv.failures_reported_once(
+        Observation({"worker": failed, "leader": SessionView("leader", "l")}, settled=True), crashed)
+    _fires("I10", inv.failures_reported_once,
+           Observation({"worker": failed, "leader": SessionView("leader", "l", context_hints=[text, text])},
+                       settled=True), crashed)
 
 
 def test_I10_counts_what_the_leader_was_told_not_what_was_pushed():

@@ -16,7 +16,8 @@ from harness.kernel.clock import VirtualClock
 from harness.kernel.controlled_bus import ControlledBus, InjectedBusFault
 from harness.kernel.controlled_storage import SerialStorage
 from harness.kernel.event_loop import VirtualTimeEventLoop
-from harness.kernel.interleaver import DidNotSettle, Interleaver, Op
+from harness.kernel.interleaver import DidNotSettle, Interleaver, Livelock, Op
+from harness.kernel.repeats import LIVELOCK_AFTER
 
 
 @pytest.fixture
@@ -434,3 +435,124 @@ def test_a_polling_waiter_may_be_overtaken_by_a_third_party(kernel, overtaken):
     kernel.settle()
     assert order == (["third", "waiter"] if overtaken else ["waiter", "third"])
     assert fake.faults_fired == []  # a timing, not a failure
+
+
+# ── a world that only repeats itself ──────────────────────────────────
+
+
+def _retries_until(kernel, log: list, free_at: float | None):
+    """A dispatcher's retry loop: every 0.1 s it asks whether a lock is
+    still held (a lease running out at ``free_at``, or never), then runs
+    once it is free."""
+
+    async def retry():
+        while True:
+            await kernel.switch_point(Op("is_locked", "lock"))
+            held = free_at is None or kernel.loop.clock.now() < free_at
+            kernel.record("is_locked", "lock", str(held))
+            if not held:
+                log.append(kernel.loop.clock.now())
+                return
+            await asyncio.sleep(0.1)
+
+    return retry()
+
+
+@pytest.mark.parametrize("skip", [True, False])
+def test_a_repetition_behind_a_lease_is_left_out_and_ends_as_played(kernel, skip):
+    log = []
+    kernel.expiries = lambda: [30.0] if kernel.loop.clock.now() < 30.0 else []
+    kernel.skip_repeats = skip
+    kernel.spawn(_retries_until(kernel, log, free_at=30.0), "retry")
+    kernel.settle()
+    lines = [(e.seq, e.task, e.op, e.detail) for e in kernel.trace.entries]
+    # The same clock reading when the lock is found free, bit for bit, and
+    # the same trace numbering: 300 checks while held (0 s to 29.9 s), then
+    # the free one.
+    played = 0.0
+    for _ in range(300):
+        played = played + 0.1
+    assert log == [played] and played > 30.0
+    assert lines[-1] == (301, "retry", "is_locked", "False")
+    assert lines[-2] == (300, "retry", "is_locked", "True")
+    if skip:
+        assert kernel.skipped > 250 and len(lines) < 20
+        assert any(op == "left out" for _, _, op, _ in lines)
+    else:
+        assert kernel.skipped == 0 and len(lines) == 301
+
+
+def test_a_world_that_only_repeats_itself_is_a_livelock(kernel):
+    kernel.expiries = lambda: []  # the bus holds nothing that expires
+    kernel.spawn(_retries_until(kernel, [], free_at=None), "retry")
+    with pytest.raises(Livelock, match="only repeats itself"):
+        kernel.settle()
+    assert len(kernel.trace.entries) < 2 * LIVELOCK_AFTER
+
+
+def test_without_the_bus_s_expiries_nothing_is_left_out_or_called_a_livelock(kernel):
+    kernel.spawn(_retries_until(kernel, [], free_at=None), "retry")
+    with pytest.raises(DidNotSettle, match="still busy 10 virtual seconds on") as raised:
+        kernel.settle(horizon=10)
+    assert not isinstance(raised.value, Livelock)
+    assert kernel.skipped == 0 and len(kernel.trace.entries) > 90  # every 0.1 s played
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.05])
+def test_several_retry_loops_at_once_are_left_out_together(offset):
+    """Two loops retrying at once (in step, or taking turns) repeat as one
+    cycle: left out together, they end as when played."""
+
+    def play(skip: bool) -> tuple[list, float]:
+        clock = VirtualClock()
+        loop = VirtualTimeEventLoop(clock)
+        interleaver = Interleaver(loop)
+        interleaver.controlling = True
+        interleaver.skip_repeats = skip
+        interleaver.expiries = lambda: [30.0] if clock.now() < 30.0 else []
+
+        async def late(loop_=_retries_until(interleaver, [], free_at=30.0)):
+            await asyncio.sleep(offset)
+            await loop_
+
+        interleaver.spawn(_retries_until(interleaver, [], free_at=30.0), "a")
+        interleaver.spawn(late(), "b")
+        interleaver.settle()
+        lines = [(e.seq, e.task, e.op, e.detail) for e in interleaver.trace.entries]
+        loop.set_task_factory(None)
+        loop.close()
+        return lines, clock.now(), interleaver.skipped
+
+    played, played_at, none = play(skip=False)
+    skipped, skipped_at, left_out = play(skip=True)
+    assert none == 0 and left_out > 250
+    assert skipped_at == played_at
+    assert skipped[-8:] == played[-8:] and len(skipped) < 40
+
+
+def test_a_waiter_woken_a_hair_before_a_dead_lease_ends_takes_the_lock(kernel):
+    """asyncio fires a timer within its clock resolution (1 ns) of due:
+    another timer landing the clock 3e-13 s before a dead holder's lease
+    ends wakes its waiter, which must find the lease over (Redis keeps TTLs
+    to the millisecond), not wait again, woken at once, forever."""
+    fake, bus = _bus(kernel)
+    entered = []
+
+    async def dies_holding():
+        async with bus.acquire_lock("lock", ttl_secs=600):
+            await kernel.switch_point(Op("step", "never"))
+
+    async def waits():
+        async with bus.acquire_lock("lock", ttl_secs=600):
+            entered.append(kernel.loop.time())
+
+    async def ticks():
+        await asyncio.sleep(299.9999999999997)
+
+    holder = kernel.spawn(dies_holding(), "holder")
+    kernel.advance(holder)  # it takes the lock
+    fake.process_died([r.task for r in kernel.crash(holder)])
+    kernel.spawn(waits(), "waiter")
+    kernel.spawn(ticks(), "ticker")
+    kernel.settle()
+    assert entered == [299.9999999999997]

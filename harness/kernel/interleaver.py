@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .event_loop import VirtualTimeEventLoop
+from .repeats import LIVELOCK_AFTER, SKIP_AFTER, Checkpoint, Repeats, Skip, base_label, describe, frame_of, renumbered
 from .trace import Trace
 
 #: Releases at one virtual instant before a world counts as livelocked
@@ -52,6 +53,11 @@ async def never_again() -> None:
 
 class DidNotSettle(AssertionError):
     """Raised when releasing tasks and advancing time never reaches rest."""
+
+
+class Livelock(DidNotSettle):
+    """The world only repeats itself, with nothing due to change it (see
+    :mod:`.repeats`)."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,9 @@ class Interleaver:
         self._label_counts: Counter[str] = Counter()
         self._creating_internal = False
         self._outside_work = 0
+        #: Outside work started so far (a stretch of work with any is
+        #: never left out as a repeat: see :mod:`.repeats`).
+        self._outside_work_done = 0
         self._outside_idle: asyncio.Event | None = None
         #: Switch points only park tasks while this is set (not in setup).
         self.controlling = False
@@ -135,6 +144,13 @@ class Interleaver:
         #: Called before each release: what keeps time outside the loop (a
         #: real Redis server's clock) is held still between moves.
         self.before_release: list[Callable[[], None]] = []
+        #: When the bus changes by itself (leases, TTLs); without it, no
+        #: repetition is ever left out and none is a livelock.
+        self.expiries: Callable[[], Iterable[float]] | None = None
+        #: Whether settling leaves out repetitions (off: all are played).
+        self.skip_repeats = True
+        #: Repetitions left out while settling, so far (see :mod:`.repeats`).
+        self.skipped = 0
         loop.set_task_factory(self._task_factory)
 
     # ── task registry ─────────────────────────────────────────────────
@@ -280,6 +296,7 @@ class Interleaver:
         message on its way to a subscriber): the world is not quiet until
         it is back."""
         self._outside_work += 1
+        self._outside_work_done += 1
         self._idle_event().clear()
 
     def outside_work_finished(self) -> None:
@@ -347,45 +364,85 @@ class Interleaver:
             hold_still()
         record.gate.set_result(None)
 
-    def settle(
-        self,
-        limit: int = SETTLE_STEP_LIMIT,
-        horizon: float = SETTLE_HORIZON,
-    ) -> None:
+    def settle(self, limit: int = SETTLE_STEP_LIMIT, horizon: float = SETTLE_HORIZON) -> None:
         """Let everything finish: release held tasks oldest first and
         jump the clock to the next timer whenever nothing else can move.
         Raises :class:`DidNotSettle` on ``limit`` releases without the
         clock moving, or when work is still due ``horizon`` virtual seconds
-        on. (One coroutine does it all: settling can take tens of
-        thousands of releases, and re-entering the loop for each costs.)"""
+        on, and :class:`Livelock` when the world only repeats itself with
+        nothing due to change it; repetitions that change nothing are left
+        out (:mod:`.repeats`). (One coroutine does it all: re-entering the
+        loop for each of thousands of releases costs.)"""
         self.run_uncontrolled(self._settle(limit, horizon))
         self._label_new_tasks()
 
     async def _settle(self, limit: int, horizon: float) -> None:
         give_up_at = self.loop.clock.now() + horizon
         steps = 0
+        repeats = Repeats(self.expiries, self.skip_repeats)
+        mark = self._frame_start(frozenset())
         while True:
             await self._until_quiescent()
             held = self.held()
             if held:
                 steps += 1
                 if steps > limit:
-                    raise DidNotSettle(
-                        f"{limit} releases without virtual time passing; "
-                        f"still held: {self.held()}",
-                    )
+                    raise DidNotSettle(f"{limit} releases without virtual time passing; "
+                                       f"still held: {self.held()}")
                 self._release(held[0])
                 continue
             deadline = self.loop.next_timer_deadline()
             if deadline is None:
                 return
+            repeats.checkpoint(self._checkpoint(mark))
+            frame = repeats.livelock(give_up_at)
+            if frame is not None:
+                raise Livelock(f"the world only repeats itself ({describe(frame, LIVELOCK_AFTER)}), with "
+                               f"nothing due to change it (now {self.loop.clock.now():g} s)")
             if deadline > give_up_at:
-                raise DidNotSettle(
-                    f"still busy {horizon:g} virtual seconds on: a timer is "
-                    f"due at {deadline:g} s (now {self.loop.clock.now():g} s)",
-                )
+                frame = repeats.repeated()
+                if frame is not None:  # repetitions left out up to the horizon
+                    raise Livelock(f"the world only repeats itself ({describe(frame, SKIP_AFTER)}) "
+                                   f"until {horizon:g} virtual seconds on")
+                raise DidNotSettle(f"still busy {horizon:g} virtual seconds on: a timer is due "
+                                   f"at {deadline:g} s (now {self.loop.clock.now():g} s)")
+            skip = repeats.skip(give_up_at)
+            if skip is not None:
+                self._skip(skip)
+                deadline = self.loop.next_timer_deadline()
             self.loop.clock.advance_to(max(deadline, self.loop.clock.now()))
+            mark = self._frame_start(self.loop.live_timers())
             steps = 0
+
+    def _frame_start(self, timers: frozenset) -> tuple[int, int, int, frozenset]:  # see _checkpoint
+        return len(self.trace.entries), len(self._order), self._outside_work_done, timers
+
+    def _checkpoint(self, mark: tuple[int, int, int, frozenset]) -> Checkpoint:
+        """The frame since ``mark`` (see :mod:`.repeats`)."""
+        entries, created, storage, before = mark
+        timers = self.loop.live_timers()
+        labels = [self._label(r) for r in self.tasks()]
+        frame = frame_of(self.trace.entries[entries:], labels, self._outside_work_done - storage,
+                         (self.loop.delay_of(h) for h in timers - before))
+        return Checkpoint(frame, self.loop.clock.now(), timers, timers - before,
+                          tuple(sorted(self.expiries())) if self.expiries else (),
+                          Counter(base_label(self._label(r)) for r in self._order[created:]))
+
+    def _skip(self, skip: Skip) -> None:
+        """Leave ``skip.count`` repetitions out: the clock, the next one's
+        timer, and the numbering of tasks and trace move on as they would."""
+        start = self.loop.clock.now()
+        self.loop.clock.advance_to(skip.now)
+        for timer, when in skip.timers:
+            self.loop.reschedule(timer, when)
+        for name, created in skip.new_tasks.items():
+            self._label_counts[name] += created * skip.count
+        for record in self._order[len(self._order) - sum(skip.new_tasks.values()):]:
+            if record.label is not None and not record.done:  # the next repetition's
+                record.label = renumbered(record.label, skip)
+        self.trace.skipped(skip.ops * skip.count, f"the last {skip.ops} operations, {skip.count} times more "
+                           f"({start:g} s to {skip.now:g} s), left out: the same operations and outcomes")
+        self.skipped += skip.count
 
     def pass_time(self, seconds: float) -> None:
         """Jump the clock forward, firing each timer that falls due."""

@@ -41,12 +41,21 @@ class Trace:
     """An append-only list of :class:`TraceEntry` with a few views."""
 
     entries: list[TraceEntry] = field(default_factory=list)
+    #: Operations left out (repetitions skipped), counted in the numbering.
+    left_out: int = 0
 
     def record(self, task: str, op: str, key: str, detail: str = "") -> None:
         """Append one executed operation."""
         self.entries.append(
-            TraceEntry(len(self.entries) + 1, task, op, key, detail),
+            TraceEntry(len(self.entries) + self.left_out + 1, task, op, key, detail),
         )
+
+    def skipped(self, operations: int, note: str) -> None:
+        """``operations`` were left out (a repetition of the world, see
+        :mod:`.repeats`): one line says so, and the numbering after it is
+        what it would have been."""
+        self.entries.append(TraceEntry(len(self.entries) + self.left_out + 1, "harness", "left out", "", note))
+        self.left_out += operations - 1
 
     def render(self, aliases: dict[str, str] | None = None) -> str:
         """The whole trace, one operation per line."""

@@ -69,6 +69,9 @@ class World(WorldFaults):
         self.actors = Actors(self.interleaver)
         buses, self._inspector, self._link = bus_for(deployment, stage, self.interleaver)
         self.interleaver.label_nodes = deployment.nodes > 1
+        # When the bus's leases and TTLs end, for settling to skip repeats
+        # up to (the fake bus says; a real server does not, so none).
+        self.interleaver.expiries = getattr(buses[0], "expiries", None)
         storage = SerialStorage(stage.storage, self.interleaver)
         #: The deployment's processes; node 0 serves whatever names none.
         self.nodes: list[Node] = build_nodes(stage, self.interleaver, buses, storage)
