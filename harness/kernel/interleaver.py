@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Coroutine, Iterable
-from dataclasses import dataclass
 from typing import Any, Callable
 
+from .deaths import Deaths
 from .event_loop import VirtualTimeEventLoop
+from .tasks import ControlledTask, Op  # noqa: F401  (re-exported)
 from .repeats import LIVELOCK_AFTER, SKIP_AFTER, Checkpoint, Repeats, Skip, base_label, describe, frame_of, renumbered
 from .trace import Trace
 
@@ -41,16 +42,6 @@ SETTLE_STEP_LIMIT = 5000
 SETTLE_HORIZON = 3600.0
 
 
-async def never_again() -> None:
-    """Wait for ever, as a task of a dead process does; once the harness
-    cancels it (closing the story), every later wait ends at once, so its
-    ``finally`` blocks unwind instead of waiting again."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
-    await asyncio.get_running_loop().create_future()
-
-
 class DidNotSettle(AssertionError):
     """Raised when releasing tasks and advancing time never reaches rest."""
 
@@ -60,54 +51,7 @@ class Livelock(DidNotSettle):
     :mod:`.repeats`)."""
 
 
-@dataclass(frozen=True)
-class Op:
-    """A bus operation a task is about to perform."""
-
-    name: str
-    key: str
-
-    def __str__(self) -> str:
-        return f"{self.name} {self.key}"
-
-
-class ControlledTask:
-    """Bookkeeping for one task under control."""
-
-    def __init__(
-        self,
-        task: asyncio.Task,
-        index: int,
-        qualname: str,
-        parent: "ControlledTask | None",
-    ) -> None:
-        self.task = task
-        self.index = index
-        self.qualname = qualname
-        self.parent = parent
-        self.label: str | None = None
-        #: The process (node) the task runs in: its parent's, or the one
-        #: being set up when it was created.
-        self.node: int = parent.node if parent is not None else 0
-        self.pending: Op | None = None
-        self.gate: asyncio.Future | None = None
-
-    @property
-    def held(self) -> bool:
-        """Stopped at a switch point, waiting to be released. (A *held*
-        task; "parked" is kept for sessions waiting for their user.)"""
-        return self.gate is not None and not self.task.done()
-
-    @property
-    def done(self) -> bool:
-        return self.task.done()
-
-    def __repr__(self) -> str:
-        where = f" at {self.pending}" if self.held else ""
-        return f"<{self.label}{where}>"
-
-
-class Interleaver:
+class Interleaver(Deaths):
     """Owns the loop's task factory, the switch points and quiescence.
 
     (agentscope has a ``SchedulerManager`` of its own, for timed jobs; this
@@ -223,46 +167,6 @@ class Interleaver:
             for r in sorted(finished, key=lambda r: r.index)
             if not r.task.cancelled() and r.task.exception() is not None
         ]
-
-    def crash(self, record: ControlledTask) -> list[ControlledTask]:
-        """The process running ``record`` dies: it and every task it
-        started stop where they are and never move again (no ``finally``
-        runs); returns them. The world goes on without them."""
-        doomed = [r for r in self.tasks() if r is record or self._descends(r, record)]
-        self._crashed.extend(doomed)
-        return doomed
-
-    def crash_node(self, node: int) -> list[ControlledTask]:
-        """Node ``node``'s process dies: every task of it stops where it
-        is (see :meth:`crash`); returns them."""
-        doomed = [r for r in self.tasks() if r.node == node]
-        self._crashed.extend(doomed)
-        return doomed
-
-    def current_crashed(self) -> bool:
-        """Whether the running task belongs to a dead process."""
-        task = asyncio.current_task()
-        record = self._records.get(task) if task else None
-        return record is not None and record in self._crashed
-
-    async def freeze_if_crashed(self) -> None:
-        """A task of a dead process that still wakes (a timer it set)
-        reaches no storage and no bus: it waits here for ever."""
-        if self.current_crashed():
-            await never_again()
-
-    def crashed(self) -> list[ControlledTask]:
-        """Crashed tasks that have not been closed down yet."""
-        return [r for r in self._crashed if not r.done]
-
-    @staticmethod
-    def _descends(record: ControlledTask, ancestor: ControlledTask) -> bool:
-        current = record.parent
-        while current is not None:
-            if current is ancestor:
-                return True
-            current = current.parent
-        return False
 
     def held(self) -> list[ControlledTask]:
         """Live tasks held at a switch point, oldest first."""

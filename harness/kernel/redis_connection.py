@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 
-from .interleaver import never_again
+from .tasks import never_again
 
 if TYPE_CHECKING:
     from .redis_link import RedisLink
