@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from agentscope.app.message_bus import MessageBusKeys
 
+from harness.world.surface import INBOX
+
 from fakes.model import CallTool, CallTools, Fail, Turn
 from fakes.tool_desk import BACKGROUND_JOB, BATCH_EXTERNAL_JOB, BATCH_GATED_ACTION
 
@@ -51,11 +53,6 @@ BUS_FAULTS = {
     "is_locked session lock": ("before", "is_locked", MessageBusKeys.session_lock),
     "log_append session events": ("before", "log_append", MessageBusKeys.session_events),
     "queue_drain inbox": ("before", "queue_drain", MessageBusKeys.inbox),
-    "registry_del inbox consumer": (
-        "before",
-        "registry_del",
-        lambda session_id: f"{MessageBusKeys.inbox_consumer(session_id)}#running",
-    ),
     "queue_drain inbox, after it applied": ("after", "queue_drain", MessageBusKeys.inbox),
     "publish session events": ("before", "publish", MessageBusKeys.session_events),
     "renewal of session lock": ("renewal", "renewal", MessageBusKeys.session_lock),
@@ -67,6 +64,12 @@ BUS_FAULTS = {
         lambda _session_id: MessageBusKeys.wakeup_signal(),
     ),
 }
+if INBOX.consumer_key is not None:  # a release with the consumer registration
+    BUS_FAULTS["registry_del inbox consumer"] = (
+        "before",
+        "registry_del",
+        lambda session_id: f"{INBOX.consumer_key(session_id)}#running",
+    )
 
 #: How each kind of bus fault reads in a report.
 BUS_FAULT_WORDS = {
