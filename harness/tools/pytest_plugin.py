@@ -35,6 +35,10 @@ from . import profiles
 #: How verdict lines start, for a program reading the output as it comes.
 VERDICT_LINE = "hitl-verdict"
 
+#: The verdict of a property about a feature the installed agentscope lacks
+#: (its record's ``needs``): not run, and neither holding nor violated.
+NOT_APPLICABLE = "not applicable"
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("hitl-harness")
@@ -189,17 +193,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     prop = _property_of(item)
     if prop is not None and not any(k == "property" for k, _ in report.user_properties):
         report.user_properties.append(("property", (prop.code, prop.slug)))
+        if prop.not_applicable() is not None:
+            report.user_properties.append(("not_applicable", prop.not_applicable()))
+        for part in prop.parts_left_out():
+            report.user_properties.append(("left_out", part))
     if report.when != "call":
         return
     from properties.story import folder  # pylint: disable=import-outside-toplevel
 
     parent = Path(item.config.getoption("--counterexamples"))
-    if prop is not None:
+    if prop is not None and prop.not_applicable() is None:
         from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
         from properties.machine import FOUND_ON_THE_WAY, WINDOWS_REACHED  # pylint: disable=import-outside-toplevel
+        from properties.windows import not_applicable  # pylint: disable=import-outside-toplevel
 
         reached = WINDOWS_REACHED.get(prop.code, {})
-        report.user_properties.append(("windows", {w: reached.get(w, 0) for w in prop.windows}))
+        missing = not_applicable(prop.windows)
+        report.user_properties.append(
+            ("windows", {w: reached.get(w, 0) for w in prop.windows if w not in missing}),
+        )
+        if missing:
+            report.user_properties.append(("windows_not_applicable", missing))
         for code in sorted(FOUND_ON_THE_WAY, key=code_order):
             written = folder.write(FOUND_ON_THE_WAY[code], parent)
             report.user_properties.append(("found_on_the_way", (code, str(written))))
@@ -247,8 +261,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             report.outcome,
         )
         found = [v for k, v in report.user_properties if k == "found"]
+        why = next((v for k, v in report.user_properties if k == "not_applicable"), None)
         if report.outcome == "failed" and report.when != "call":
             verdict = "error"
+        elif report.outcome == "skipped" and why is not None:
+            verdict = NOT_APPLICABLE
         elif found and code not in found:
             verdict = "crash"  # a step raised what no rule injected
         folders = [v for k, v in report.user_properties if k == "counterexample"]
@@ -261,6 +278,14 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             "also_found": also,
             "windows": reached,
         }
+        if why is not None:
+            _VERDICTS[code]["why"] = why
+        left_out = [v for k, v in report.user_properties if k == "left_out"]
+        if left_out:
+            _VERDICTS[code]["left_out"] = left_out
+        missing = next((v for k, v in report.user_properties if k == "windows_not_applicable"), None)
+        if missing:
+            _VERDICTS[code]["windows_not_applicable"] = missing
         if _SAY_VERDICTS:
             where = f" {folders[0]}" if folders else ""
             extra = "".join(f" (also found {c}: {f})" for c, f in also.items())
@@ -284,8 +309,17 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.line(
             f"  {entry['verdict']:<9} {code} {entry['title']}{where}",
         )
+        if entry.get("why"):
+            terminalreporter.line(f"            {entry['why']}")
+        for part in entry.get("left_out", []):
+            terminalreporter.line(f"            not applicable here: {part}")
         if entry["windows"]:
             terminalreporter.line(f"            {_windows_line(entry)}")
+        if entry.get("windows_not_applicable"):
+            terminalreporter.line(
+                "            windows not applicable here: "
+                + ", ".join(entry["windows_not_applicable"]),
+            )
         for other, written in entry["also_found"].items():
             terminalreporter.line(f"            its search also found {other} -> {written}")
     target = config.getoption("--verdicts-json")

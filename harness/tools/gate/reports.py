@@ -8,7 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .compare import HOLDS, NEW, ORDER
-from .outcomes import COULD_NOT_RUN, MEANING, Exit, Row, code_order
+from .outcomes import COULD_NOT_RUN, MEANING, NOT_APPLICABLE, Exit, Row, code_order, violated
 
 
 def table(rows: list[Row]) -> str:
@@ -42,9 +42,13 @@ def table(rows: list[Row]) -> str:
         if row.outcome in COULD_NOT_RUN:
             notes.append(f"{name}: could not run: {row.reason}")
         for code, verdict in sorted(row.verdicts.items(), key=lambda kv: code_order(kv[0])):
-            if verdict["verdict"] != "holds":
+            if verdict["verdict"] == NOT_APPLICABLE:
+                notes.append(f"{name}: {code} not applicable: {verdict.get('why', '?')}")
+            elif violated(verdict):
                 where = verdict.get("counterexample") or "no counterexample written"
                 notes.append(f"{name}: {code} {verdict['verdict']} -> {where}")
+            for part in verdict.get("left_out") or []:
+                notes.append(f"{name}: {code} leaves out {part}")
             for other, where in (verdict.get("also_found") or {}).items():
                 notes.append(f"{name}: {code}'s search also found {other} -> {where}")
             unreached = [w for w, n in (verdict.get("windows") or {}).items() if not n]
@@ -119,6 +123,7 @@ def _cell(verdict: dict) -> str:
     """A verdict, and what else its search found (``holds+I3``)."""
     also = verdict.get("also_found") or {}
     text = verdict.get("verdict", "-")
+    text = "n/a" if text == NOT_APPLICABLE else text + ("*" if verdict.get("left_out") else "")
     return text + "".join(f"+{code}" for code in also)
 
 
@@ -162,20 +167,22 @@ def write_junit(rows: list[Row], path: Path) -> None:
                 time=f"{row.seconds.get('suite', 0.0):.1f}",
             )
             entry = row.comparison.get(code, {})
-            if verdict["verdict"] != "holds" and row.role == "baseline":
+            if verdict["verdict"] == NOT_APPLICABLE:
+                ET.SubElement(case, "skipped", message=f"{code} not applicable: {verdict.get('why', '?')}")
+            elif violated(verdict) and row.role == "baseline":
                 ET.SubElement(case, "skipped", message=f"{code} {verdict['verdict']} on the baseline")
-            elif verdict["verdict"] != "holds" and entry and not entry.get("fails"):
+            elif violated(verdict) and entry and not entry.get("fails"):
                 known = f", known {', '.join(entry['known'])}" if entry.get("known") else ""
                 ET.SubElement(case, "skipped",
                               message=f"{code} {entry['classification']}{known}")
-            elif verdict["verdict"] != "holds":
+            elif violated(verdict):
                 failures += 1
                 where = verdict.get("counterexample") or "no counterexample written"
                 failure = ET.SubElement(case, "failure", message=f"{code} {verdict['verdict']}",
                                         type="InvariantViolated")
                 failure.text = f"counterexample: {where}"
         for code in row.new or []:  # failing only through what other searches found
-            if row.verdicts.get(code, {}).get("verdict", "holds") != "holds":
+            if violated(row.verdicts.get(code, {"verdict": "holds"})):
                 continue
             cases, failures = cases + 1, failures + 1
             searches = [s for s in row.comparison[code]["not_known"] if s != code]
