@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import agentscope  # noqa: E402
 from agentscope.agent import ContextConfig, ReActConfig  # noqa: E402
-from agentscope.app._bus_ops import deliver_to_inbox, enqueue_run_trigger  # noqa: E402
+from agentscope.app import _bus_ops  # noqa: E402
+from agentscope.app._bus_ops import enqueue_run_trigger  # noqa: E402
 from agentscope.app._manager import (  # noqa: E402
     BackgroundTaskManager,
     CancelDispatcher,
@@ -74,6 +75,15 @@ from fakes.model import (  # noqa: E402
     register_scripted_credential,
 )
 from fakes.tool_desk import ToolDesk, tool_factory  # noqa: E402
+# The wiring that changed between releases (2.0.3-2.0.6's managers took
+# fewer arguments): the same shims the harness uses, nothing else of it.
+from harness.world.surface import (  # noqa: E402
+    assign_workspace_id,
+    bind_workspaces,
+    list_skills,
+    scheduling_off,
+    taken_by,
+)
 
 VERSION = agentscope.__version__
 
@@ -205,7 +215,7 @@ class App:
             AsyncSQLAlchemyStorage(f"sqlite+aiosqlite:///{self.basedir / 'app.db'}"),
         )
         self.workspace_manager = LocalWorkspaceManager(basedir=str(self.basedir / "ws"))
-        self.workspace_manager.bind_storage(self.storage)
+        bind_workspaces(self.workspace_manager, self.storage)
         await stack.enter_async_context(self.workspace_manager)
         self.background_tasks = await stack.enter_async_context(
             BackgroundTaskManager(message_bus=self.bus),
@@ -215,10 +225,13 @@ class App:
             storage=self.storage,
             workspace_manager=self.workspace_manager,
             scheduler_manager=SchedulerManager(
-                storage=self.storage,
-                message_bus=self.bus,
-                workspace_manager=self.workspace_manager,
-                **_scheduling_off(),
+                **taken_by(
+                    SchedulerManager,
+                    storage=self.storage,
+                    message_bus=self.bus,
+                    workspace_manager=self.workspace_manager,
+                ),
+                **scheduling_off(),
             ),
             background_task_manager=self.background_tasks,
             message_bus=self.bus,
@@ -287,7 +300,8 @@ class App:
     async def add_session(self, agent_id: str, script: str, **config: Any) -> str:
         """A session of ``agent_id`` playing ``script``; ``config`` goes
         into its ``SessionConfig`` (e.g. ``naming``)."""
-        workspace_id = await self.workspace_manager.assign_workspace_id(
+        workspace_id = await assign_workspace_id(
+            self.workspace_manager,
             user_id=self.user_id,
             agent_id=agent_id,
             session_id="",
@@ -314,7 +328,7 @@ class App:
             record.id,
             workspace_id,
         )
-        await workspace.list_skills(agent_id=agent_id)
+        await list_skills(workspace, agent_id)
         return record.id
 
     def script(self, name: str) -> ModelScript:
@@ -374,8 +388,9 @@ class App:
         return 202
 
     async def deliver(self, agent_id: str, session_id: str, payload: dict) -> None:
-        """A team member or channel hands ``payload`` to the inbox."""
-        await deliver_to_inbox(
+        """A team member or channel hands ``payload`` to the inbox
+        (``deliver_to_inbox``, 2.0.7 on)."""
+        await _bus_ops.deliver_to_inbox(
             self.bus,
             user_id=self.user_id,
             session_id=session_id,
@@ -478,11 +493,3 @@ async def app_on(
         if own:
             shutil.rmtree(basedir, ignore_errors=True)
 
-
-def _scheduling_off() -> dict:
-    """``enabled=False`` where ``SchedulerManager`` takes it (2.0.8 on);
-    2.0.7's is simply never started."""
-    import inspect
-
-    parameters = inspect.signature(SchedulerManager).parameters
-    return {"enabled": False} if "enabled" in parameters else {}
