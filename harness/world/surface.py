@@ -152,6 +152,8 @@ class InboxProtocol:
     once its turn is done: where a new run is held (``acquire_lock`` of the
     inbox lock with the registration; ``release_lock`` of the session lock
     before it, which has no turn-tail check)."""
+    at_turn_tail: str = "about to check its inbox"
+    """Where a run held at its turn tail is, in a story's words."""
     consumer_key: Callable[[str], str] | None = None
     """The registry of a session's consumer registration (``None``: the
     release has none)."""
@@ -200,6 +202,7 @@ def inbox_protocol(bus_ops=_bus_ops, keys=MessageBusKeys) -> InboxProtocol:
             hand_off="queue_push, then enqueue_run_trigger",
             deliver=push_then_wake(bus_ops, keys),
             turn_tail=("release_lock", keys.session_lock),
+            at_turn_tail="about to release the session; this release has no turn-tail inbox check",
         )
     raise ImportError(
         "agentscope.app._bus_ops has neither deliver_to_inbox nor "

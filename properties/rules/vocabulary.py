@@ -136,7 +136,7 @@ def turn_in_words(turn: str) -> str:
 #: Where a new run stops, in a story's words; on a machine whose model
 #: calls pause mid-answer (``streaming``), each reads as its replacement
 #: in :data:`MID_ANSWER`.
-AT_TURN_TAIL = "The run stops at its turn tail (about to check its inbox)."
+AT_TURN_TAIL = f"The run stops at its turn tail ({INBOX.at_turn_tail})."
 SPAWNED_TAKE_A_TURN = "(spawned runs take their first turn)"
 MID_ANSWER = {
     AT_TURN_TAIL: "The run stops while its model is still answering (mid-stream).",
