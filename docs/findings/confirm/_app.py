@@ -388,14 +388,25 @@ class App:
         return 202
 
     async def deliver(self, agent_id: str, session_id: str, payload: dict) -> None:
-        """A team member or channel hands ``payload`` to the inbox
-        (``deliver_to_inbox``, 2.0.7 on)."""
-        await _bus_ops.deliver_to_inbox(
+        """A team member or channel hands ``payload`` to the inbox:
+        ``deliver_to_inbox`` (2.0.7 on); before, what every producer
+        (``TeamSay``, ``AgentCreate``, ``AgentInvite``, the background tool's
+        deliverer) did itself: push, then queue a ``wake`` trigger."""
+        if hasattr(_bus_ops, "deliver_to_inbox"):
+            await _bus_ops.deliver_to_inbox(
+                self.bus,
+                user_id=self.user_id,
+                session_id=session_id,
+                agent_id=agent_id,
+                payload=payload,
+            )
+            return
+        await self.bus.queue_push(MessageBusKeys.inbox(session_id), payload)
+        await enqueue_run_trigger(
             self.bus,
             user_id=self.user_id,
             session_id=session_id,
             agent_id=agent_id,
-            payload=payload,
         )
 
     async def queue_message(self, agent_id: str, session_id: str, text: str) -> None:

@@ -5,9 +5,10 @@ What it shows: the user messages ``solo``; its model answers with text (no
 tool call). While the model is answering, a team member hands a message to
 ``solo`` exactly as every producer of 2.0.3-2.0.6 does (``TeamSay``,
 ``AgentCreate``, ``AgentInvite``, the background tool's deliverer, the
-scheduler): it pushes the payload onto ``MessageBusKeys.inbox(session)``
-and then calls ``enqueue_run_trigger`` (a ``wake`` trigger), whatever the
-session is doing. The wake-up dispatcher drains the trigger, finds the
+scheduler; ``_app.App.deliver`` writes their two calls out): it pushes the
+payload onto ``MessageBusKeys.inbox(session)`` and then calls
+``enqueue_run_trigger`` (a ``wake`` trigger), whatever the session is
+doing. The wake-up dispatcher drains the trigger, finds the
 session lock held (the run is still answering) and drops it: a ``wake``
 for a running session is left to the live run, which "drains the inbox
 itself". But the run's ``InboxMiddleware`` drained the inbox before the
@@ -55,19 +56,6 @@ from fakes.model import Text  # noqa: E402
 MARK = "status update from a teammate"
 
 
-async def team_say(app, agent_id: str, session_id: str, payload: dict) -> None:
-    """What 2.0.6's ``TeamSay`` does for each recipient (``_team_say.py``):
-    ``queue_push(MessageBusKeys.inbox(sid), payload)``, then
-    ``enqueue_run_trigger(bus, user_id=..., session_id=sid, agent_id=aid)``."""
-    await app.bus.queue_push(MessageBusKeys.inbox(session_id), payload)
-    await _bus_ops.enqueue_run_trigger(
-        app.bus,
-        user_id=app.user_id,
-        session_id=session_id,
-        agent_id=agent_id,
-    )
-
-
 async def main() -> int:
     if hasattr(_bus_ops, "deliver_to_inbox"):
         say(f"agentscope {VERSION} has deliver_to_inbox: its producers do not push "
@@ -84,7 +72,7 @@ async def main() -> int:
 
         async def team_member() -> None:
             await ui.wait_for("MODEL_CALL_START")
-            await team_say(app, agent, session, hint(MARK, "team"))
+            await app.deliver(agent, session, hint(MARK, "team"))  # push, then wake
             say("team member pushed a message and queued a wake-up while the model was answering")
             delivered.set()
 
