@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from harness.world.surface import ABSENT, LEADER_REMINDER, REGISTRATION
+from harness.world.surface import ABSENT, CHANNEL_MESSAGE, LEADER_REMINDER, REGISTRATION
 
 from .invariants import completion, delivery, liveness, safety
 from .rules.vocabulary import BACKGROUND, FAILS, SEVERAL_CALLS, TURNS
@@ -127,7 +127,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("I8", "parked-message-not-lost",
              "a message to a parked session is refused or reaches the agent",
              delivery.parked_messages_reach_the_agent, when=SETTLED,
-             machine={"parked_messages": True, "cast": WITHOUT_WORKER}),
+             machine={"parked_messages": True, "cast": WITHOUT_WORKER},
+             partly_needs=((CHANNEL_MESSAGE, "a message from a channel"),)),
     Property("I9", "interrupt-not-lost", "no interrupt is lost",
              completion.interrupt_not_lost, when=SETTLED,
              # Runs stop at their turn tail, where the card has shown: the

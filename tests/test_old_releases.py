@@ -27,8 +27,8 @@ from properties.catalog import BY_CODE, PROPERTIES
 
 
 class OldKeys:
-    """``MessageBusKeys`` as 2.0.6 has it: an inbox, no inbox lock, no
-    consumer registry."""
+    """``MessageBusKeys`` as 2.0.5 has it: an inbox, no inbox lock, no
+    consumer registry, no ``message`` trigger kind."""
 
     inbox = staticmethod(MessageBusKeys.inbox)
     session_lock = staticmethod(MessageBusKeys.session_lock)
@@ -55,7 +55,7 @@ class RecordingBus:
 
 
 OLD_ABSENT = surface.absent_features(
-    surface.inbox_protocol(OLD_BUS_OPS, OldKeys), chat_service=object,
+    surface.inbox_protocol(OLD_BUS_OPS, OldKeys), chat_service=object, keys=OldKeys,
 )
 
 
@@ -102,7 +102,7 @@ def test_a_release_with_neither_cannot_be_driven():
 
 
 def test_what_an_old_release_lacks_is_named_with_the_release_that_brought_it():
-    assert set(OLD_ABSENT) == {surface.REGISTRATION, surface.LEADER_REMINDER}
+    assert set(OLD_ABSENT) == {surface.REGISTRATION, surface.LEADER_REMINDER, surface.CHANNEL_MESSAGE}
     assert "2.0.7" in OLD_ABSENT[surface.REGISTRATION]
     assert "_notify_leader_of_failure" in OLD_ABSENT[surface.LEADER_REMINDER]
 
@@ -131,6 +131,9 @@ def test_properties_about_what_an_old_release_lacks_are_not_applicable_there():
     assert BY_CODE["I10"].not_applicable(OLD_ABSENT) is None
     assert BY_CODE["I10"].parts_left_out(OLD_ABSENT) == [
         f"the leader is told of each failure once: {OLD_ABSENT[surface.LEADER_REMINDER]}",
+    ]
+    assert BY_CODE["I8"].parts_left_out(OLD_ABSENT) == [
+        f"a message from a channel: {OLD_ABSENT[surface.CHANNEL_MESSAGE]}",
     ]
     assert all(p.not_applicable() is None and not p.parts_left_out() for p in PROPERTIES)
 

@@ -60,7 +60,7 @@ __all__ = [
     "SchedulerManager", "WakeupDispatcher", "chat_endpoint", "deliver_to_inbox",
     "derive_parked_status", "enqueue_run_trigger", "interrupt_session", "scheduling_off",
     "INBOX", "InboxProtocol", "inbox_protocol", "ABSENT", "absent_features",
-    "REGISTRATION", "LEADER_REMINDER", "assign_workspace_id", "bind_workspaces",
+    "REGISTRATION", "LEADER_REMINDER", "CHANNEL_MESSAGE", "assign_workspace_id", "bind_workspaces",
     "list_skills", "taken_by",
 ]
 
@@ -77,7 +77,11 @@ CANCEL_CHANNELS = frozenset(
 def derive_parked_status(context: list) -> str:
     """``idle``, or what the agent's stored context is parked on, as
     agentscope's session service derives it."""
-    return str(SessionService.derive_parked_status(context).value)
+    # Public from 2.0.6; 2.0.4 and 2.0.5 name it _derive_parked_status.
+    derive = getattr(SessionService, "derive_parked_status", None) or getattr(
+        SessionService, "_derive_parked_status",
+    )
+    return str(derive(context).value)
 
 
 def bind_workspaces(manager, storage) -> None:
@@ -130,6 +134,7 @@ Deliver = Callable[..., Awaitable[None]]
 #: names them when the installed release lacks one.
 REGISTRATION = "inbox consumer registration"
 LEADER_REMINDER = "leader failure reminder"
+CHANNEL_MESSAGE = "channel message trigger"
 
 #: The release that brought the consumer registration (``deliver_to_inbox``,
 #: ``register_inbox_consumer``, the turn-tail inbox check).
@@ -210,7 +215,9 @@ def inbox_protocol(bus_ops=_bus_ops, keys=MessageBusKeys) -> InboxProtocol:
     )
 
 
-def absent_features(protocol: InboxProtocol, chat_service=ChatService) -> dict[str, str]:
+def absent_features(
+    protocol: InboxProtocol, chat_service=ChatService, keys=MessageBusKeys,
+) -> dict[str, str]:
     """What the installed release lacks of what some properties are about:
     feature -> why (a property needing one is not applicable here)."""
     absent = {}
@@ -218,6 +225,11 @@ def absent_features(protocol: InboxProtocol, chat_service=ChatService) -> dict[s
         absent[REGISTRATION] = (
             "this agentscope has no inbox consumer registration "
             f"(deliver_to_inbox came in {REGISTRATION_SINCE})"
+        )
+    if not hasattr(keys, "WAKEUP_KIND_MESSAGE"):
+        absent[CHANNEL_MESSAGE] = (
+            "this agentscope's wake-up queue takes no message from a channel "
+            "(the 'message' trigger came in 2.0.6)"
         )
     if not hasattr(chat_service, "_notify_leader_of_failure"):
         absent[LEADER_REMINDER] = (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from agentscope.app.message_bus import MessageBusKeys
 
-from harness.world.surface import INBOX
+from harness.world.surface import ABSENT, CHANNEL_MESSAGE, INBOX
 
 from fakes.model import CallTool, CallTools, Fail, Turn
 from fakes.tool_desk import BACKGROUND_JOB, BATCH_EXTERNAL_JOB, BATCH_GATED_ACTION
@@ -30,6 +30,10 @@ BACKGROUND = "starts a background job"
 
 #: Where an inbox payload comes from.
 SOURCES = ("team member", "channel", "background task")
+
+#: How the user may write to a parked session: through the chat endpoint,
+#: and from a channel where the release's wake-up queue takes its message.
+PARKED_MESSAGE_WAYS = ("chat endpoint",) + (() if CHANNEL_MESSAGE in ABSENT else ("channel",))
 
 #: Virtual seconds that may pass in one step: a dispatcher backoff, an
 #: inbox-lock lease, a session-run lease.

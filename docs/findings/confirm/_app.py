@@ -48,11 +48,7 @@ from agentscope.app._manager import (  # noqa: E402
 from agentscope.app._router._chat import chat as chat_endpoint  # noqa: E402
 from agentscope.app._router._schema import ChatRequest  # noqa: E402
 from agentscope.app._router._session import interrupt_session  # noqa: E402
-from agentscope.app._service import (  # noqa: E402
-    ChatService,
-    ResourceAccessService,
-    SessionService,
-)
+from agentscope.app._service import ChatService, ResourceAccessService  # noqa: E402
 from agentscope.app.access import DenyAllResourceAccessPolicy  # noqa: E402
 from agentscope.app.message_bus import MessageBus, MessageBusKeys  # noqa: E402
 from agentscope.app.storage import (  # noqa: E402
@@ -80,6 +76,7 @@ from fakes.tool_desk import ToolDesk, tool_factory  # noqa: E402
 from harness.world.surface import (  # noqa: E402
     assign_workspace_id,
     bind_workspaces,
+    derive_parked_status,
     list_skills,
     scheduling_off,
     taken_by,
@@ -457,8 +454,7 @@ class App:
 
     async def parked_status(self, agent_id: str, session_id: str) -> str:
         """``idle``, ``awaiting_permission``... as agentscope derives it."""
-        context = await self.context(agent_id, session_id)
-        return str(SessionService.derive_parked_status(context).value)
+        return derive_parked_status(await self.context(agent_id, session_id))
 
     async def context_texts(self, agent_id: str, session_id: str) -> str:
         """Every text, hint and tool output of the stored context."""
