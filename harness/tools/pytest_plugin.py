@@ -147,11 +147,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         if reference_fix.is_applied()
         else "off"
     )
-    return [
+    from harness.world.surface import ABSENT, INBOX  # pylint: disable=import-outside-toplevel
+
+    lines = [
         f"hitl-harness: testing {agentscope_under_test.describe()}",
         f"hitl-harness: reference fix {fix}; hypothesis profile "
         f"{settings._current_profile}",  # pylint: disable=protected-access
     ]
+    if ABSENT:  # a release before the consumer registration
+        lines.append(
+            f"hitl-harness: inbox hand-off: {INBOX.name} ({INBOX.hand_off}); "
+            f"not applicable here: {', '.join(ABSENT)}",
+        )
+    return lines
 
 
 # ── counterexamples ───────────────────────────────────────────────────

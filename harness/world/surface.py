@@ -7,6 +7,12 @@ registry, the dispatchers), so the harness reaches into ``agentscope.app``'s
 private modules. When a release moves one of these, this module is what
 changes; the gate's probe names the line here that failed.
 
+Releases differ in more than names. :data:`INBOX` is the installed
+release's inbox hand-off (:func:`inbox_protocol`): ``deliver_to_inbox`` and
+the consumer registration from 2.0.7, before that the push-then-wake its
+own producers made; :data:`ABSENT` is what the release lacks that some
+properties are about (they are "not applicable" there).
+
 Its twin :mod:`.marks` holds the strings agentscope writes (reminder
 texts, task names, its logger), importable without agentscope. Public names
 the rest of the harness uses (``MessageBusKeys``, events, messages) are
