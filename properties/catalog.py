@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+from harness.world.surface import ABSENT, CHANNEL_MESSAGE, LEADER_REMINDER, REGISTRATION
+
 from .invariants import completion, delivery, liveness, safety
 from .rules.vocabulary import BACKGROUND, FAILS, SEVERAL_CALLS, TURNS
 from .violation import Broken, InvariantViolated
@@ -56,6 +58,13 @@ class Property:
     windows: tuple[str, ...] = ()
     """The risky windows (:mod:`properties.windows`) its stories must
     reach for a "holds" to mean something."""
+    needs: tuple[str, ...] = ()
+    """The features of agentscope it is about (keys of
+    :data:`harness.world.surface.ABSENT`): on a release without one its
+    verdict is "not applicable", never "holds"."""
+    partly_needs: tuple[tuple[str, str], ...] = ()
+    """(feature, the part of the property about it): parts its check leaves
+    out on a release without that feature (the verdict says so)."""
 
     @property
     def test_id(self) -> str:
@@ -67,6 +76,16 @@ class Property:
         doc = " ".join((self.check.__doc__ or "").split())
         prefix = f"{self.code}:"
         return doc[len(prefix):].strip() if doc.startswith(prefix) else self.title
+
+    def not_applicable(self, absent: dict[str, str] = ABSENT) -> str | None:
+        """Why the property does not apply to the installed release (``None``:
+        it does)."""
+        why = [absent[f] for f in self.needs if f in absent]
+        return "; ".join(why) or None
+
+    def parts_left_out(self, absent: dict[str, str] = ABSENT) -> list[str]:
+        """The parts of the property its check leaves out here, and why."""
+        return [f"{part}: {absent[f]}" for f, part in self.partly_needs if f in absent]
 
     @property
     def at_rest(self) -> bool:
@@ -93,11 +112,11 @@ PROPERTIES: tuple[Property, ...] = (
     # the payloads reaching it and the answers to its card.
     Property("I2", "no-spurious-leader-reminder",
              "no team-leader failure reminder unless a worker failed",
-             safety.no_spurious_leader_reminder,
+             safety.no_spurious_leader_reminder, needs=(LEADER_REMINDER,),
              machine={"cast": ("leader", "worker"), "messaged": ()}),
     Property("I3", "no-dangling-inbox-consumer",
              "no inbox consumer registration outlives the runs",
-             safety.no_dangling_inbox_consumer),
+             safety.no_dangling_inbox_consumer, needs=(REGISTRATION,)),
     Property("I4", "parked-stays-parked", "parked status is preserved",
              safety.parked_stays_parked, when=ON_TRANSITION),
     Property("I5", "payloads-delivered-once-in-order",
@@ -112,7 +131,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("I8", "parked-message-not-lost",
              "a message to a parked session is refused or reaches the agent",
              delivery.parked_messages_reach_the_agent, when=SETTLED,
-             machine={"parked_messages": True, "cast": WITHOUT_WORKER}),
+             machine={"parked_messages": True, "cast": WITHOUT_WORKER},
+             partly_needs=((CHANNEL_MESSAGE, "a message from a channel"),)),
     Property("I9", "interrupt-not-lost", "no interrupt is lost",
              completion.interrupt_not_lost, when=SETTLED,
              # Runs stop at their turn tail, where the card has shown: the
@@ -121,7 +141,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("I10", "failure-reported-once",
              "every reply ends exactly once; each failure is reported once",
              completion.failures_reported_once, when=SETTLED,
-             machine={"turns": (*TURNS, FAILS), **TWO_TEAMS}),
+             machine={"turns": (*TURNS, FAILS), **TWO_TEAMS},
+             partly_needs=((LEADER_REMINDER, "the leader is told of each failure once"),)),
     # The full cast: a crash between the dispatcher's drain of the
     # worker's invitation and its run's first step strands the invitation
     # (F5). A crash story's settling no longer replays the retries behind

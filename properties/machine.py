@@ -125,7 +125,11 @@ class HitlMachine(
         self._last_parked = LastParked()
         #: The properties this machine searches come first: at a step that
         #: breaks several, the searched one is the one reported.
-        self._check_order = sorted(BY_CODE.values(), key=lambda r: r.code not in self.checked)
+        #: A property whose subject the release lacks is not checked.
+        self._check_order = sorted(
+            (r for r in BY_CODE.values() if r.not_applicable() is None),
+            key=lambda r: r.code not in self.checked,
+        )
         #: The story so far, as it would be replayed.
         self.steps: list[Step] = []
         #: Set when playing a recorded story back: each step first checks

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from agentscope.app.message_bus import MessageBusKeys
 
 from harness.kernel.trace import TraceEntry
+from harness.world.surface import ABSENT, INBOX, REGISTRATION
 
 from .ledger import Ledger
 
@@ -58,6 +59,9 @@ class Window:
     slug: str
     what: str
     count: Callable[[Story], int]
+    needs: str | None = None
+    """The feature (:data:`harness.world.surface.ABSENT`) without which
+    the window does not exist."""
 
 
 def _held_spans(story: Story, start: Callable[[TraceEntry], bool], end: Callable[[TraceEntry, TraceEntry], bool]):
@@ -76,12 +80,14 @@ def _held_spans(story: Story, start: Callable[[TraceEntry], bool], end: Callable
 
 def _parked_tails(story: Story):
     """A run's span from publishing a card (or an external job) to its
-    next check of its inbox."""
+    turn tail: its next check of its inbox, or where the release has no
+    such check, its release of the session."""
+    operation, key_of = INBOX.turn_tail
     return _held_spans(
         story,
         lambda e: e.op == "log_append" and e.detail in PARKING,
-        lambda opened, e: e.task == opened.task and e.op == "acquire_lock"
-        and e.key.startswith(MessageBusKeys.inbox_lock("")),
+        lambda opened, e: e.task == opened.task and e.op == operation
+        and e.key.startswith(key_of("")),
     )
 
 
@@ -140,11 +146,13 @@ def two_stops_one_run(story: Story) -> int:
 def _inbox_checks(story: Story) -> list[int]:
     """Payloads found by each turn-tail inbox check (the drains right after
     a run, or its hand-back, took the inbox lock)."""
-    found = []
+    found: list[int] = []
+    if INBOX.inbox_lock_key is None:
+        return found
     for n, e in enumerate(story.entries[:-1]):
         nxt = story.entries[n + 1]
         if (
-            e.op == "acquire_lock" and e.key.startswith(MessageBusKeys.inbox_lock(""))
+            e.op == "acquire_lock" and e.key.startswith(INBOX.inbox_lock_key(""))
             and nxt.task == e.task and nxt.op == "queue_drain"
             and (story.run_session(e) is not None or e.task.startswith("abandon_inbox_consumer"))
         ):
@@ -163,10 +171,11 @@ def producer_check_then_act(story: Story) -> int:
     a run took the session lock or registered before that wake-up landed."""
     hits = 0
     entries = story.entries
-    for n, e in enumerate(entries):
-        if not (e.op == "registry_get" and e.key.startswith(MessageBusKeys.inbox_consumer("")) and e.detail == "None"):
+    registry = INBOX.consumer_key("") if INBOX.consumer_key else None
+    for n, e in enumerate(entries if registry else ()):
+        if not (e.op == "registry_get" and e.key.startswith(registry) and e.detail == "None"):
             continue
-        session = e.key[len(MessageBusKeys.inbox_consumer("")):].split("#")[0]
+        session = e.key[len(registry):].split("#")[0]
         act = next((m for m in range(n + 1, len(entries)) if entries[m].task == e.task
                     and entries[m].op == "queue_push" and entries[m].key == MessageBusKeys.wakeup_queue()), None)
         if act is not None and any(
@@ -219,9 +228,11 @@ def run_dies_registered(story: Story) -> int:
     handed the registration back nor released its lock."""
     crashed = {story.sessions[a] for a in story.ledger.crashed if a in story.sessions}
     dead = 0
+    if INBOX.consumer_key is None:
+        return dead
     for task in {e.task for e in story.entries if story.run_session(e) in crashed}:
         mine = [e for e in story.entries if e.task == task]
-        registered = any(e.op == "registry_set" and e.key.startswith(MessageBusKeys.inbox_consumer("")) for e in mine)
+        registered = any(e.op == "registry_set" and e.key.startswith(INBOX.consumer_key("")) for e in mine)
         let_go = any(e.op == "release_lock" and e.key.startswith(MessageBusKeys.session_lock("")) for e in mine)
         dead += registered and not let_go
     return dead
@@ -242,18 +253,22 @@ WINDOWS: tuple[Window, ...] = (
            stop_while_card_shows),
     Window("stop-while-running", "stop pressed while a run holds the session lock", stop_while_running),
     Window("two-stops-one-run", "two stops reach one run", two_stops_one_run),
-    Window("inbox-check-finds-0", "a turn-tail inbox check finds nothing", inbox_check_finds(0, 0)),
-    Window("inbox-check-finds-1", "a turn-tail inbox check finds one payload", inbox_check_finds(1, 1)),
-    Window("inbox-check-finds-2+", "a turn-tail inbox check finds two or more payloads", inbox_check_finds(2, None)),
+    Window("inbox-check-finds-0", "a turn-tail inbox check finds nothing", inbox_check_finds(0, 0),
+           REGISTRATION),
+    Window("inbox-check-finds-1", "a turn-tail inbox check finds one payload", inbox_check_finds(1, 1),
+           REGISTRATION),
+    Window("inbox-check-finds-2+", "a turn-tail inbox check finds two or more payloads",
+           inbox_check_finds(2, None), REGISTRATION),
     Window("producer-check-then-act", "a run starts between a producer's consumer check and its wake-up",
-           producer_check_then_act),
+           producer_check_then_act, REGISTRATION),
     Window("resumed-turn", "a turn resumed by a confirmation or an external result", resumed_turn),
     Window("failed-reply", "a reply ends in ERROR", failed_reply),
     Window("dispatcher-finds-session-busy", "the dispatcher finds a session's lock held", dispatcher_finds_session_busy),
     Window("fault-fired", "an injected bus fault fires", fault_fired),
     Window("fault-in-dispatch-batch", "a fault fires while the dispatcher works through 2+ triggers",
            fault_in_dispatch_batch),
-    Window("run-dies-registered", "a run dies holding its lock and its consumer registration", run_dies_registered),
+    Window("run-dies-registered", "a run dies holding its lock and its consumer registration", run_dies_registered,
+           REGISTRATION),
     Window("stop-during-slow-tool", "stop pressed while a tool's result is pending", stop_during_slow_tool),
     Window("message-while-parked", "the user writes to a parked session",
            lambda story: sum(len(v) for v in story.ledger.parked_messages.values())),
@@ -265,9 +280,17 @@ WINDOWS: tuple[Window, ...] = (
 BY_SLUG: dict[str, Window] = {w.slug: w for w in WINDOWS}
 
 
+def not_applicable(slugs: Iterable[str], absent: dict[str, str] = ABSENT) -> dict[str, str]:
+    """Those of ``slugs`` the installed release has no such moment for,
+    and why (a feature of ``absent``, the release's missing ones)."""
+    return {s: absent[BY_SLUG[s].needs] for s in slugs if BY_SLUG[s].needs in absent}
+
+
 def count(story: Story, slugs: Iterable[str]) -> Counter:
-    """How often ``story`` reached each of ``slugs``."""
-    return Counter({slug: BY_SLUG[slug].count(story) for slug in slugs})
+    """How often ``story`` reached each of ``slugs`` that the installed
+    release has."""
+    missing = not_applicable(slugs)
+    return Counter({slug: BY_SLUG[slug].count(story) for slug in slugs if slug not in missing})
 
 
 def describe(verdict: str, reached: dict[str, int], slugs: Iterable[str]) -> str:

@@ -36,6 +36,7 @@ from pathlib import Path
 import anyio
 
 from .gate import known as known_list
+from .pytest_plugin import NOT_APPLICABLE
 
 #: How expectation lines start, for a program reading the output.
 EXPECT_LINE = "hitl-expect"
@@ -144,7 +145,8 @@ def compare(
         lost = [w for w in want.get("reached", []) if not counts.get(w)]
         if lost:
             changes.append(f"no longer reached: {', '.join(lost)}")
-        said = [f"{got['verdict']}{_findings(known, code, [code], version, got['verdict'] != 'holds', changes)}"]
+        broken = got["verdict"] not in ("holds", NOT_APPLICABLE)
+        said = [f"{got['verdict']}{_findings(known, code, [code], version, broken, changes)}"]
         for other in also:
             said.append(f"also found {other}{_findings(known, other, [code], version, True, changes)}")
         said.append(_windows(counts))

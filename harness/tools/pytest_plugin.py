@@ -39,6 +39,9 @@ from . import profiles, search_progress, verdicts
 #: How verdict lines start, for a program reading the output as it comes.
 VERDICT_LINE = "hitl-verdict"
 
+#: The verdict of a property about a feature the installed agentscope lacks.
+NOT_APPLICABLE = verdicts.NOT_APPLICABLE
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     import reference_fix  # pylint: disable=import-outside-toplevel
@@ -202,12 +205,20 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         if reference_fix.is_applied()
         else "off"
     )
-    return [
+    from harness.world.surface import ABSENT, INBOX  # pylint: disable=import-outside-toplevel
+
+    lines = [
         f"hitl-harness: testing {agentscope_under_test.describe()}",
         f"hitl-harness: reference fix {fix}; hypothesis profile "
         f"{settings._current_profile}",  # pylint: disable=protected-access
         f"hitl-harness: {_deployment_in_use()}",
     ]
+    if ABSENT:  # a release before the consumer registration
+        lines.append(
+            f"hitl-harness: inbox hand-off: {INBOX.name} ({INBOX.hand_off}); "
+            f"not applicable here: {', '.join(ABSENT)}",
+        )
+    return lines
 
 
 def _deployment_in_use() -> str:
@@ -259,17 +270,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     prop = _property_of(item)
     if prop is not None and not any(k == "property" for k, _ in report.user_properties):
         report.user_properties.append(("property", (prop.code, prop.slug)))
+        if prop.not_applicable() is not None:
+            report.user_properties.append(("not_applicable", prop.not_applicable()))
+        for part in prop.parts_left_out():
+            report.user_properties.append(("left_out", part))
     if report.when != "call":
         return
     from properties.story import folder  # pylint: disable=import-outside-toplevel
 
     parent = Path(item.config.getoption("--counterexamples"))
-    if prop is not None:
+    if prop is not None and prop.not_applicable() is None:
         from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
         from properties.machine import FOUND_ON_THE_WAY, WINDOWS_REACHED  # pylint: disable=import-outside-toplevel
+        from properties.windows import not_applicable  # pylint: disable=import-outside-toplevel
 
         reached = WINDOWS_REACHED.get(prop.code, {})
-        report.user_properties.append(("windows", {w: reached.get(w, 0) for w in prop.windows}))
+        missing = not_applicable(prop.windows)
+        report.user_properties.append(
+            ("windows", {w: reached.get(w, 0) for w in prop.windows if w not in missing}),
+        )
+        if missing:
+            report.user_properties.append(("windows_not_applicable", missing))
         for code in sorted(FOUND_ON_THE_WAY, key=code_order):
             written = folder.write(FOUND_ON_THE_WAY[code], parent)
             report.user_properties.append(("found_on_the_way", (code, str(written))))
@@ -323,35 +344,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if code in _VERDICTS:  # teardown: the time it took counts too
         _VERDICTS[code]["seconds"] = round(_SECONDS[code], 2)
     if report.when == "call" or report.outcome != "passed":
-        verdict = {"passed": "holds", "failed": "VIOLATED"}.get(
-            report.outcome,
-            report.outcome,
-        )
-        found = [v for k, v in report.user_properties if k == "found"]
-        if report.outcome == "failed" and report.when != "call":
-            verdict = "error"
-        elif found and code not in found:
-            verdict = "crash"  # a step raised what no rule injected
-        folders = [v for k, v in report.user_properties if k == "counterexample"]
-        also = dict(v for k, v in report.user_properties if k == "found_on_the_way")
-        reached = next((v for k, v in report.user_properties if k == "windows"), {})
-        expected, actual = verdicts.says(report) if report.outcome == "failed" else (None, None)
-        _VERDICTS[code] = {
-            "title": slug,
-            "verdict": verdict,
-            "seconds": round(_SECONDS[code], 2),
-            "counterexample": folders[0] if folders else None,
-            "expected": expected,
-            "actual": actual,
-            "also_found": also,
-            "also_found_says": {
-                other: {"expected": e, "actual": a}
-                for other, (e, a) in (
-                    v for k, v in report.user_properties if k == "found_on_the_way_says"
-                )
-            },
-            "windows": reached,
-        }
+        entry = _VERDICTS[code] = verdicts.entry(report, code, slug, round(_SECONDS[code], 2))
+        verdict, also = entry["verdict"], entry["also_found"]
+        folders = [entry["counterexample"]] if entry["counterexample"] else []
         if _SAY_VERDICTS:
             where = f" {folders[0]}" if folders else ""
             extra = "".join(f" (also found {c}: {f})" for c, f in also.items())

@@ -9,6 +9,49 @@ from pathlib import Path
 from harness.world import agentscope_under_test
 
 
+#: The verdict of a property about a feature the installed agentscope lacks
+#: (its record's ``needs``): not run, and neither holding nor violated.
+NOT_APPLICABLE = "not applicable"
+
+
+def entry(report, code: str, slug: str, seconds: float) -> dict:
+    """A property test's report as its verdict entry: the verdict (holds,
+    VIOLATED, error, crash, not applicable...), its counterexample folder,
+    what was expected and happened, what its search found on the way, the
+    windows it reached, and why it (or a part of it) is not applicable."""
+    said = report.user_properties
+    verdict = {"passed": "holds", "failed": "VIOLATED"}.get(report.outcome, report.outcome)
+    found = [v for k, v in said if k == "found"]
+    why = next((v for k, v in said if k == "not_applicable"), None)
+    if report.outcome == "failed" and report.when != "call":
+        verdict = "error"
+    elif report.outcome == "skipped" and why is not None:
+        verdict = NOT_APPLICABLE
+    if found and code not in found and verdict not in ("error", NOT_APPLICABLE):
+        verdict = "crash"  # a step raised what no rule injected
+    folders = [v for k, v in said if k == "counterexample"]
+    expected, actual = says(report) if report.outcome == "failed" else (None, None)
+    result = {
+        "title": slug,
+        "verdict": verdict,
+        "seconds": seconds,
+        "counterexample": folders[0] if folders else None,
+        "expected": expected,
+        "actual": actual,
+        "also_found": dict(v for k, v in said if k == "found_on_the_way"),
+        "also_found_says": {
+            other: {"expected": e, "actual": a}
+            for other, (e, a) in (v for k, v in said if k == "found_on_the_way_says")
+        },
+        "windows": next((v for k, v in said if k == "windows"), {}),
+    }
+    left_out = [v for k, v in said if k == "left_out"]
+    missing = next((v for k, v in said if k == "windows_not_applicable"), None)
+    extra = {"why": why, "left_out": left_out, "windows_not_applicable": missing}
+    result.update({k: v for k, v in extra.items() if v})
+    return result
+
+
 def says(report) -> tuple[str | None, str | None]:
     """What the failing story expected and what happened; for a failure
     with no story, only what happened (pytest's one-line reason)."""
@@ -21,7 +64,8 @@ def says(report) -> tuple[str | None, str | None]:
 
 def summary_lines(verdicts: dict[str, dict]) -> list[str]:
     """Per property in catalog order: its verdict (and where its
-    counterexample is), the windows its search reached, what else it found."""
+    counterexample is; why it is not applicable, what part of it is not),
+    the windows its search reached, what else it found."""
     from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
 
     lines = []
@@ -29,8 +73,16 @@ def summary_lines(verdicts: dict[str, dict]) -> list[str]:
         entry = verdicts[code]
         where = f"  -> {entry['counterexample']}" if entry["counterexample"] else ""
         lines.append(f"  {entry['verdict']:<9} {code} {entry['title']}{where}")
+        if entry.get("why"):
+            lines.append(f"            {entry['why']}")
+        for part in entry.get("left_out", []):
+            lines.append(f"            not applicable here: {part}")
         if entry["windows"]:
             lines.append(f"            {windows_line(entry)}")
+        if entry.get("windows_not_applicable"):
+            lines.append(
+                "            windows not applicable here: " + ", ".join(entry["windows_not_applicable"]),
+            )
         for other, written in entry["also_found"].items():
             lines.append(f"            its search also found {other} -> {written}")
     return lines

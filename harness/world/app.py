@@ -33,7 +33,9 @@ from .surface import (
     ResourceAccessService,
     SchedulerManager,
     WakeupDispatcher,
+    bind_workspaces,
     scheduling_off,
+    taken_by,
 )
 
 
@@ -193,7 +195,7 @@ async def build_app(
     """
     storage = wrap_storage(stage.storage) if wrap_storage else stage.storage
     # Everything agentscope reaches storage through gets the same handle.
-    stage.workspace_manager.bind_storage(storage)
+    bind_workspaces(stage.workspace_manager, storage)
     access = ResourceAccessService(storage, DenyAllResourceAccessPolicy())
     stack = AsyncExitStack()
     try:
@@ -207,9 +209,12 @@ async def build_app(
         )
         registry = await stack.enter_async_context(RunRegistry())
         scheduler_manager = SchedulerManager(
-            storage=storage,
-            message_bus=message_bus,
-            workspace_manager=stage.workspace_manager,
+            **taken_by(
+                SchedulerManager,
+                storage=storage,
+                message_bus=message_bus,
+                workspace_manager=stage.workspace_manager,
+            ),
             **scheduling_off(),
         )
         if scheduling_off():  # started as the app does, but with nothing to run

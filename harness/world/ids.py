@@ -2,7 +2,8 @@
 
 Entity ids default to ``uuid4`` and timestamps to ``datetime.now()``;
 ``agentscope.set_id_factory`` and ``agentscope.set_timestamp_factory``
-(every release from 2.0.6 on) replace both without patching anything.
+(every release from 2.0.6 on; before, only the first) replace both
+without patching anything.
 """
 from __future__ import annotations
 
@@ -42,6 +43,9 @@ def install_deterministic_factories(
     """
     ids = IdCounter(story)
     agentscope.set_id_factory(ids)
-    agentscope.set_timestamp_factory(timestamp)
+    # 2.0.5 and older have no timestamp hook: their content blocks read the
+    # wall clock, which the harness never reads either.
+    if hasattr(agentscope, "set_timestamp_factory"):
+        agentscope.set_timestamp_factory(timestamp)
     return ids
 

@@ -18,7 +18,7 @@ from harness.kernel.interleaver import Interleaver
 
 from .app import AgentscopeApp
 from .observation import SessionView
-from .surface import derive_parked_status
+from .surface import INBOX, derive_parked_status
 
 
 class SessionReader:
@@ -57,8 +57,8 @@ class SessionReader:
             events=list(self.events(session_id)),
             inbox_pushes=list(self._bus.pushed.get(inbox, [])),
             queued=self._inspector.peek_queue(inbox),
-            consumer_registered=bool(
-                self._inspector.peek_registry(MessageBusKeys.inbox_consumer(session_id)),
+            consumer_registered=INBOX.consumer_key is not None and bool(
+                self._inspector.peek_registry(INBOX.consumer_key(session_id)),
             ),
             run_alive=self._run_alive(session_id),
             lock_leased=self._inspector.lock_holder(lock) is not None,

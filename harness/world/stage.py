@@ -43,6 +43,7 @@ from harness.kernel.redis_server import RedisServer
 from .cast import AIDE, CHIEF, HELPER, INVITE_DESCRIPTIONS, LEADER, SOLO, WORKER
 from .ids import install_deterministic_factories
 from .quiet import silence_agentscope
+from .surface import assign_workspace_id, bind_workspaces, list_skills
 
 #: The script book every scripted credential reads; one open at a time.
 BOOK_NAME = "harness"
@@ -103,7 +104,7 @@ class Stage:
             AsyncSQLAlchemyStorage(f"sqlite+aiosqlite:///{self.basedir / 'world.db'}"),
         )
         self.workspace_manager = LocalWorkspaceManager(basedir=str(self.basedir / "ws"))
-        self.workspace_manager.bind_storage(self.storage)
+        bind_workspaces(self.workspace_manager, self.storage)
         await self._stack.enter_async_context(self.workspace_manager)
         self.user_id = UserRecord().id
         self.credential_id = await self.storage.upsert_credential(
@@ -124,7 +125,8 @@ class Stage:
             data=_agent_data(name, "You are a helpful assistant.", invite_description),
         )
         agent_id = await self.storage.upsert_agent(self.user_id, record)
-        workspace_id = await self.workspace_manager.assign_workspace_id(
+        workspace_id = await assign_workspace_id(
+            self.workspace_manager,
             user_id=self.user_id,
             agent_id=agent_id,
             session_id="",
@@ -138,7 +140,7 @@ class Stage:
         )
         # A workspace's first use and an agent's first skill listing each
         # spawn a subprocess; do both here, never inside a story.
-        await workspace.list_skills(agent_id=agent_id)
+        await list_skills(workspace, agent_id)
         member = Member(name, agent_id, name, session_id, workspace_id)
         self.members[name] = member
         return member

@@ -23,8 +23,6 @@ import contextlib
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
-from agentscope.app.message_bus import MessageBusKeys
-
 from fakes.model import CallTool, Text, Turn
 from harness.kernel.controlled_storage import SerialStorage
 from harness.kernel.interleaver import ControlledTask, Interleaver, Op
@@ -44,7 +42,7 @@ from .nodes import Node, build_nodes, shut_down, start_nodes
 from .observation import Observation, SessionView
 from .observe import SessionReader
 from .stage import Stage
-from .surface import WAKEUP_DISPATCHER
+from .surface import INBOX, WAKEUP_DISPATCHER
 
 
 class World(WorldFaults):
@@ -255,15 +253,14 @@ class World(WorldFaults):
             self.actors.finish(dispatcher)
 
     def _run_to_turn_tail(self, alias: str, run: ControlledTask) -> None:
-        """Move ``run`` until it is about to check its inbox (the turn
-        tail), ends, or must wait for another party."""
-        tail = MessageBusKeys.inbox_lock(self.sessions[alias])
+        """Move ``run`` until its turn is done (the turn tail: ``INBOX``
+        says where), ends, or must wait for another party."""
+        operation, key_of = INBOX.turn_tail
+        tail = key_of(self.sessions[alias])
         self.actors.finish(
             run,
-            stop=lambda r: r.held
-            and r.pending is not None
-            and r.pending.name == "acquire_lock"
-            and r.pending.key == tail,
+            stop=lambda r: r.held and r.pending is not None
+            and (r.pending.name, r.pending.key) == (operation, tail),
         )
 
     def _run_to_model_call(self, run: ControlledTask) -> None:

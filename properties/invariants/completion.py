@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from harness.world.cast import TEAM_OF
 from harness.world.marks import FAILURE_REMINDER_MARK
+from harness.world.surface import ABSENT, LEADER_REMINDER
 from harness.world.observation import REQUEST_EVENTS, Observation
 
 from ..ledger import Ledger, ended_by_interrupt
@@ -113,7 +114,7 @@ def failures_reported_once(obs: Observation, ledger: Ledger) -> None:
             )
     for leader in obs.sessions.values():
         members = [m for m, led_by in TEAM_OF.items() if led_by == leader.alias]
-        if not members:
+        if not members or LEADER_REMINDER in ABSENT:  # the catalog says this part is left out
             continue
         failures = {
             member: sum(1 for e in obs.sessions[member].events if is_error_end(e))

@@ -20,7 +20,8 @@ class AgentscopeRules:
     )
     def run_reaches_turn_tail(self, session: str) -> None:
         """The session's run goes on until its next turn ends and it is
-        about to check its inbox (the turn tail), and stops there."""
+        about to check its inbox (the turn tail; before 2.0.7, about to
+        release the session), and stops there."""
         self.world.run_takes_turn(session)
 
     @story_rule(

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from harness.world.cast import TEAM_OF
 
 from .story_rule import Chosen, OnNode, Where, story_rule
-from .vocabulary import AT_TURN_TAIL, BACKGROUND, on, turn_in_words
+from .vocabulary import AT_TURN_TAIL, BACKGROUND, PARKED_MESSAGE_WAYS, on, turn_in_words
 
 
 class UserRules:
@@ -151,7 +151,7 @@ class ParkedMessages:
     @story_rule(
         when=lambda self: any(map(self.writable_while_parked, self.cast)),
         session=Where("writable_while_parked"),
-        via=st.sampled_from(("chat endpoint", "channel")),
+        via=st.sampled_from(PARKED_MESSAGE_WAYS),
         node=OnNode(),
         says=lambda session, via, node=None: (
             f"While {session} waits for its pending tool call, the user sends "

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from agentscope.app.message_bus import MessageBusKeys
 
+from harness.world.surface import ABSENT, CHANNEL_MESSAGE, INBOX
+
 from fakes.model import CallTool, CallTools, Fail, Turn
 from fakes.tool_desk import BACKGROUND_JOB, BATCH_EXTERNAL_JOB, BATCH_GATED_ACTION
 
@@ -28,6 +30,10 @@ BACKGROUND = "starts a background job"
 
 #: Where an inbox payload comes from.
 SOURCES = ("team member", "channel", "background task")
+
+#: How the user may write to a parked session: through the chat endpoint,
+#: and from a channel where the release's wake-up queue takes its message.
+PARKED_MESSAGE_WAYS = ("chat endpoint",) + (() if CHANNEL_MESSAGE in ABSENT else ("channel",))
 
 #: Virtual seconds that may pass in one step: a dispatcher backoff, an
 #: inbox-lock lease, a session-run lease.
@@ -51,11 +57,6 @@ BUS_FAULTS = {
     "is_locked session lock": ("before", "is_locked", MessageBusKeys.session_lock),
     "log_append session events": ("before", "log_append", MessageBusKeys.session_events),
     "queue_drain inbox": ("before", "queue_drain", MessageBusKeys.inbox),
-    "registry_del inbox consumer": (
-        "before",
-        "registry_del",
-        lambda session_id: f"{MessageBusKeys.inbox_consumer(session_id)}#running",
-    ),
     "queue_drain inbox, after it applied": ("after", "queue_drain", MessageBusKeys.inbox),
     "publish session events": ("before", "publish", MessageBusKeys.session_events),
     "renewal of session lock": ("renewal", "renewal", MessageBusKeys.session_lock),
@@ -67,6 +68,12 @@ BUS_FAULTS = {
         lambda _session_id: MessageBusKeys.wakeup_signal(),
     ),
 }
+if INBOX.consumer_key is not None:  # a release with the consumer registration
+    BUS_FAULTS["registry_del inbox consumer"] = (
+        "before",
+        "registry_del",
+        lambda session_id: f"{INBOX.consumer_key(session_id)}#running",
+    )
 
 #: How each kind of bus fault reads in a report.
 BUS_FAULT_WORDS = {
@@ -133,7 +140,7 @@ def turn_in_words(turn: str) -> str:
 #: Where a new run stops, in a story's words; on a machine whose model
 #: calls pause mid-answer (``streaming``), each reads as its replacement
 #: in :data:`MID_ANSWER`.
-AT_TURN_TAIL = "The run stops at its turn tail (about to check its inbox)."
+AT_TURN_TAIL = f"The run stops at its turn tail ({INBOX.at_turn_tail})."
 SPAWNED_TAKE_A_TURN = "(spawned runs take their first turn)"
 MID_ANSWER = {
     AT_TURN_TAIL: "The run stops while its model is still answering (mid-stream).",

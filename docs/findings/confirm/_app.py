@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 import agentscope  # noqa: E402
 from agentscope.agent import ContextConfig, ReActConfig  # noqa: E402
-from agentscope.app._bus_ops import deliver_to_inbox, enqueue_run_trigger  # noqa: E402
+from agentscope.app import _bus_ops  # noqa: E402
+from agentscope.app._bus_ops import enqueue_run_trigger  # noqa: E402
 from agentscope.app._manager import (  # noqa: E402
     BackgroundTaskManager,
     CancelDispatcher,
@@ -47,11 +48,7 @@ from agentscope.app._manager import (  # noqa: E402
 from agentscope.app._router._chat import chat as chat_endpoint  # noqa: E402
 from agentscope.app._router._schema import ChatRequest  # noqa: E402
 from agentscope.app._router._session import interrupt_session  # noqa: E402
-from agentscope.app._service import (  # noqa: E402
-    ChatService,
-    ResourceAccessService,
-    SessionService,
-)
+from agentscope.app._service import ChatService, ResourceAccessService  # noqa: E402
 from agentscope.app.access import DenyAllResourceAccessPolicy  # noqa: E402
 from agentscope.app.message_bus import MessageBus, MessageBusKeys  # noqa: E402
 from agentscope.app.storage import (  # noqa: E402
@@ -74,6 +71,16 @@ from fakes.model import (  # noqa: E402
     register_scripted_credential,
 )
 from fakes.tool_desk import ToolDesk, tool_factory  # noqa: E402
+# The wiring that changed between releases (2.0.3-2.0.6's managers took
+# fewer arguments): the same shims the harness uses, nothing else of it.
+from harness.world.surface import (  # noqa: E402
+    assign_workspace_id,
+    bind_workspaces,
+    derive_parked_status,
+    list_skills,
+    scheduling_off,
+    taken_by,
+)
 
 VERSION = agentscope.__version__
 
@@ -205,7 +212,7 @@ class App:
             AsyncSQLAlchemyStorage(f"sqlite+aiosqlite:///{self.basedir / 'app.db'}"),
         )
         self.workspace_manager = LocalWorkspaceManager(basedir=str(self.basedir / "ws"))
-        self.workspace_manager.bind_storage(self.storage)
+        bind_workspaces(self.workspace_manager, self.storage)
         await stack.enter_async_context(self.workspace_manager)
         self.background_tasks = await stack.enter_async_context(
             BackgroundTaskManager(message_bus=self.bus),
@@ -215,10 +222,13 @@ class App:
             storage=self.storage,
             workspace_manager=self.workspace_manager,
             scheduler_manager=SchedulerManager(
-                storage=self.storage,
-                message_bus=self.bus,
-                workspace_manager=self.workspace_manager,
-                **_scheduling_off(),
+                **taken_by(
+                    SchedulerManager,
+                    storage=self.storage,
+                    message_bus=self.bus,
+                    workspace_manager=self.workspace_manager,
+                ),
+                **scheduling_off(),
             ),
             background_task_manager=self.background_tasks,
             message_bus=self.bus,
@@ -287,7 +297,8 @@ class App:
     async def add_session(self, agent_id: str, script: str, **config: Any) -> str:
         """A session of ``agent_id`` playing ``script``; ``config`` goes
         into its ``SessionConfig`` (e.g. ``naming``)."""
-        workspace_id = await self.workspace_manager.assign_workspace_id(
+        workspace_id = await assign_workspace_id(
+            self.workspace_manager,
             user_id=self.user_id,
             agent_id=agent_id,
             session_id="",
@@ -314,7 +325,7 @@ class App:
             record.id,
             workspace_id,
         )
-        await workspace.list_skills(agent_id=agent_id)
+        await list_skills(workspace, agent_id)
         return record.id
 
     def script(self, name: str) -> ModelScript:
@@ -374,13 +385,25 @@ class App:
         return 202
 
     async def deliver(self, agent_id: str, session_id: str, payload: dict) -> None:
-        """A team member or channel hands ``payload`` to the inbox."""
-        await deliver_to_inbox(
+        """A team member or channel hands ``payload`` to the inbox:
+        ``deliver_to_inbox`` (2.0.7 on); before, what every producer
+        (``TeamSay``, ``AgentCreate``, ``AgentInvite``, the background tool's
+        deliverer) did itself: push, then queue a ``wake`` trigger."""
+        if hasattr(_bus_ops, "deliver_to_inbox"):
+            await _bus_ops.deliver_to_inbox(
+                self.bus,
+                user_id=self.user_id,
+                session_id=session_id,
+                agent_id=agent_id,
+                payload=payload,
+            )
+            return
+        await self.bus.queue_push(MessageBusKeys.inbox(session_id), payload)
+        await enqueue_run_trigger(
             self.bus,
             user_id=self.user_id,
             session_id=session_id,
             agent_id=agent_id,
-            payload=payload,
         )
 
     async def queue_message(self, agent_id: str, session_id: str, text: str) -> None:
@@ -431,8 +454,7 @@ class App:
 
     async def parked_status(self, agent_id: str, session_id: str) -> str:
         """``idle``, ``awaiting_permission``... as agentscope derives it."""
-        context = await self.context(agent_id, session_id)
-        return str(SessionService.derive_parked_status(context).value)
+        return derive_parked_status(await self.context(agent_id, session_id))
 
     async def context_texts(self, agent_id: str, session_id: str) -> str:
         """Every text, hint and tool output of the stored context."""
@@ -478,11 +500,3 @@ async def app_on(
         if own:
             shutil.rmtree(basedir, ignore_errors=True)
 
-
-def _scheduling_off() -> dict:
-    """``enabled=False`` where ``SchedulerManager`` takes it (2.0.8 on);
-    2.0.7's is simply never started."""
-    import inspect
-
-    parameters = inspect.signature(SchedulerManager).parameters
-    return {"enabled": False} if "enabled" in parameters else {}

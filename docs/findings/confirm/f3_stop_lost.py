@@ -23,7 +23,10 @@ A. the turn tail. The stop reaches the server while the run is at its
    the card is published, returns only after the stop request has been
    answered (at most 1 s): on Redis that acquire is a network round trip,
    during which the loop serves the stop request and the cancel
-   dispatcher's subscription, exactly as here.
+   dispatcher's subscription, exactly as here. Before 2.0.7 there is no
+   such check: the run's turn ends when it lets go of the session lock
+   after storing the parked state, and the hook holds that release (on
+   Redis an ``EVAL`` round trip) instead.
 B. auto-naming (2.0.8 on; 2.0.7 has none). A session created from the UI
    without a name has ``naming.auto=True`` (``_router/_session.py``); after
    its first turn has parked, ``_auto_name_session`` asks the session's
@@ -45,7 +48,8 @@ D. the story of the harness's I9 counterexamples (stop pressed while the
    Reported for information, not used for the exit code.
 
 Releases: every release from 2.0.7 to 2.0.11 (exit 1 on each; B is
-skipped on 2.0.7).
+skipped on 2.0.7), and 2.0.6 (A through the session lock's release; B
+skipped: no auto-naming before 2.0.8).
 
 Run (from the repository root, with the python of the release to test):
 
@@ -62,16 +66,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _app import VERSION, App, app_on, describe, say  # noqa: E402
+from agentscope.app import storage as app_storage  # noqa: E402
 from agentscope.app.message_bus import InMemoryMessageBus, MessageBusKeys  # noqa: E402
 
 from fakes.model import CallTool  # noqa: E402
 
 
+#: 2.0.7 on: a parked run's turn tail checks its inbox under the inbox
+#: lock. Before, the run's turn ends with the release of its session lock.
+TURN_TAIL_CHECK = hasattr(MessageBusKeys, "inbox_lock")
+
+
 class SlowTurnTailBus(InMemoryMessageBus):
     """agentscope's in-memory bus, except that while ``slow_turn_tail`` is
     on and once a confirmation card has been published, acquiring that
-    session's inbox lock (the turn tail) waits until ``stop_answered`` is
-    set, or 1 s. With ``slow_turn_tail`` off every call goes straight to
+    session's inbox lock (the turn tail; before 2.0.7, releasing its session
+    lock) waits until ``stop_answered`` is set, or 1 s. With
+    ``slow_turn_tail`` off every call goes straight to
     ``InMemoryMessageBus``."""
 
     def __init__(self) -> None:
@@ -85,19 +96,26 @@ class SlowTurnTailBus(InMemoryMessageBus):
             self._carded.add(key)
         await super().publish(key, payload)
 
-    @contextlib.asynccontextmanager
-    async def acquire_lock(self, key: str, *, ttl_secs: int = 600):
-        session = key.rsplit(":", 1)[-1]
-        if key == MessageBusKeys.inbox_lock(session) and (
-            MessageBusKeys.session_events(session) in self._carded
-        ):
+    async def _until_stop_answered(self, session: str) -> None:
+        """Once the session's card is out: wait for the stop's answer."""
+        if MessageBusKeys.session_events(session) in self._carded:
             self._carded.discard(MessageBusKeys.session_events(session))
             # No asyncio.wait_for: on Python 3.11 it can swallow a cancel
             # that arrives as the awaited event is set.
             asyncio.get_running_loop().call_later(1.0, self.stop_answered.set)
             await self.stop_answered.wait()
+
+    @contextlib.asynccontextmanager
+    async def acquire_lock(self, key: str, *, ttl_secs: int = 600):
+        session = key.rsplit(":", 1)[-1]
+        if TURN_TAIL_CHECK and key == MessageBusKeys.inbox_lock(session):
+            await self._until_stop_answered(session)
         async with super().acquire_lock(key, ttl_secs=ttl_secs):
             yield
+            if not TURN_TAIL_CHECK and key == MessageBusKeys.session_lock(session):
+                # Before 2.0.7 the turn ends by letting go of the session:
+                # on Redis that release is a round trip (EVAL) too.
+                await self._until_stop_answered(session)
 
 
 @dataclass
@@ -195,8 +213,8 @@ async def main() -> int:
             confirmed.append("A")
 
         say("B. stop pressed 0.3 s after the card, during the 1 s auto-naming call")
-        if VERSION.startswith("2.0.7"):
-            say("   skipped: 2.0.7 has no auto-naming")
+        if not hasattr(app_storage, "SessionNaming"):
+            say(f"   skipped: {VERSION} has no auto-naming")
         else:
             outcome = await press_stop_on(
                 app, "REQUIRE_USER_CONFIRM", reaction=0.3, naming_secs=1.0,

@@ -7,6 +7,7 @@ baseline it is
 - *fixed*: holds now, violated on the baseline;
 - *still violated*: violated on both;
 - *holds*: holds on both;
+- *not applicable*: the candidate lacks what the property is about;
 
 and, with no baseline (or none for that property), *violated* or *holds*.
 A property another property's search found on the way (``also_found``) is
@@ -23,12 +24,12 @@ from dataclasses import fields
 from pathlib import Path
 
 from . import known as known_list
-from .outcomes import JSON_READABLE, Exit, Row, code_order
+from .outcomes import JSON_READABLE, NOT_APPLICABLE, Exit, Row, code_order, violated
 
 NEW, FIXED, STILL, HOLDS, VIOLATED = "new", "fixed", "still violated", "holds", "violated"
 
 #: The classifications in the order a report lists them.
-ORDER = (NEW, VIOLATED, STILL, FIXED, HOLDS)
+ORDER = (NEW, VIOLATED, STILL, FIXED, NOT_APPLICABLE, HOLDS)
 
 
 class BadBaseline(Exception):
@@ -41,7 +42,7 @@ def violations(row: Row) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for search in sorted(row.verdicts, key=code_order):
         verdict = row.verdicts[search]
-        if verdict.get("verdict") != "holds":
+        if violated(verdict):
             found.setdefault(search, []).append(search)
         for code in verdict.get("also_found") or {}:
             found.setdefault(code, []).append(search)
@@ -60,6 +61,8 @@ def classify(row: Row, baseline: Row | None, known: list[known_list.Known]) -> N
         if code in now.get(code, []):
             compared = usable and code in baseline.verdicts
             kind = (STILL if own_before else NEW) if compared else VIOLATED
+        elif row.verdicts.get(code, {}).get("verdict") == NOT_APPLICABLE:
+            kind = NOT_APPLICABLE
         else:
             kind = FIXED if own_before and code in row.verdicts else HOLDS
         entry: dict = {"classification": kind}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from .outcomes import COULD_NOT_RUN, Exit, Row, code_order
+from .outcomes import COULD_NOT_RUN, NOT_APPLICABLE, Exit, Row, code_order, violated
 
 
 def write_junit(rows: list[Row], path: Path) -> None:
@@ -32,7 +32,7 @@ def _suite(suites: ET.Element, row: Row) -> None:
     for code in sorted(row.verdicts, key=code_order):
         _case(suite, label, row, code)
     for code in sorted(row.new or [], key=code_order):  # failing only through other searches
-        if row.verdicts.get(code, {}).get("verdict", "holds") == "holds":
+        if not violated(row.verdicts.get(code, {"verdict": "holds"})):
             _found_on_the_way(suite, label, row, code)
     cases = suite.findall("testcase")
     suite.set("tests", str(len(cases)))
@@ -48,6 +48,9 @@ def _case(suite: ET.Element, label: str, row: Row, code: str) -> None:
     if verdict.get("seconds") is not None:
         case.set("time", f"{verdict['seconds']:.2f}")
     if verdict["verdict"] == "holds":
+        return
+    if verdict["verdict"] == NOT_APPLICABLE:
+        ET.SubElement(case, "skipped", message=f"{code} not applicable: {verdict.get('why', '?')}")
         return
     entry = row.comparison.get(code, {})
     body = _body(verdict, verdict.get("counterexample"))

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from ..pytest_plugin import NOT_APPLICABLE
+
 
 class Exit(IntEnum):
     """The gate's exit codes (documented in the README)."""
@@ -99,8 +101,14 @@ class Row:
 
     def judge(self) -> None:
         """Set the outcome from the verdicts."""
-        if any(v["verdict"] != "holds" or v.get("also_found") for v in self.verdicts.values()):
+        if any(violated(v) or v.get("also_found") for v in self.verdicts.values()):
             self.outcome = Exit.VIOLATED
+
+
+def violated(verdict: dict) -> bool:
+    """Whether a property's own search found it broken (or could not tell):
+    anything but "holds" and "not applicable"."""
+    return verdict.get("verdict") not in ("holds", NOT_APPLICABLE)
 
 
 def code_order(code: str):

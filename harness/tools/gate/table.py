@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from .compare import violations
-from .outcomes import COULD_NOT_RUN, Row, code_order
+from .outcomes import COULD_NOT_RUN, NOT_APPLICABLE, Row, code_order
 
 #: The widest line the gate prints (a path longer than that is not broken).
 WIDTH = 100
@@ -14,13 +14,14 @@ WIDTH = 100
 #: The widest SPEC cell; a longer one keeps its end (``…/src/agentscope``).
 SPEC_WIDTH = 32
 
-HOLDS, FAILS, SHOWN, BROKE, ALSO = ".", "X", "x", "!", "+"
+HOLDS, FAILS, SHOWN, BROKE, ALSO, NA = ".", "X", "x", "!", "+", "n/a"
 
 LEGEND = (
     f"legend: {HOLDS} holds   {FAILS} VIOLATED, fails the gate   "
     f"{SHOWN} VIOLATED, known or on the baseline too\n"
     f"        {BROKE} its search broke (crash, error)   "
-    f"{ALSO} its search also found other violations (below)"
+    f"{ALSO} its search also found other violations (below)\n"
+    f"        {NA} not applicable: the release lacks what it is about (below: why)"
 )
 
 
@@ -53,6 +54,8 @@ def mark(row: Row, code: str, violated: dict[str, list[str]]) -> str:
         text = FAILS if failing else SHOWN
     elif verdict.get("verdict") == "holds":
         text = HOLDS
+    elif verdict.get("verdict") == NOT_APPLICABLE:
+        text = NA
     else:
         text = BROKE if verdict else "-"
     return text + (ALSO if verdict.get("also_found") else "")
@@ -92,9 +95,13 @@ def _notes(rows: list[Row]) -> list[str]:
             notes.append(f"{name}: {row.kind}: {row.reason}")
         for code in sorted(row.verdicts, key=code_order):
             verdict = row.verdicts[code]
-            if verdict["verdict"] != "holds":
+            if verdict["verdict"] == NOT_APPLICABLE:
+                notes.append(f"{name}: {code} not applicable: {verdict.get('why', '?')}")
+            elif verdict["verdict"] != "holds":
                 where = verdict.get("counterexample") or "no counterexample written"
                 notes.append(f"{name}: {code} {verdict['verdict']} -> {where}")
+            for part in verdict.get("left_out") or []:
+                notes.append(f"{name}: {code} leaves out {part}")
             for other, where in (verdict.get("also_found") or {}).items():
                 notes.append(f"{name}: {code}'s search also found {other} -> {where}")
             unreached = [w for w, n in (verdict.get("windows") or {}).items() if not n]
