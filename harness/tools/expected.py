@@ -13,7 +13,8 @@ such as ``docs/findings/expected-2.0.8.json`` holds that, per property::
 
 - its verdict differs (a violation no longer found: an invariant cut off
   from the suite; a new one: a regression, or a search that changed);
-- what its search found on the way differs;
+- (what its search found on the way is compared and said, but may differ:
+  it depends on how far shrinking got within Hypothesis' time limit);
 - a window the file says its stories reached is no longer reached (a rule
   stopped reaching it);
 - a violation, expected or not, is no known finding: every one must have
@@ -139,8 +140,14 @@ def compare(
             changes.append("the expected verdicts have none for it")
         if got["verdict"] != want["verdict"]:
             changes.append(f"expected {want['verdict']}")
-        if also != list(want.get("also_found", [])):
-            changes.append(f"expected its search to find on the way {_codes(want.get('also_found'))}")
+        # What a search meets on the way while shrinking depends on how far
+        # Hypothesis shrinks within its time limit (wall time, under load):
+        # a difference is said, and every violation must still be known,
+        # but it does not turn the line red.
+        drift = (
+            f"on the way this time {_codes(also)}, recorded {_codes(want.get('also_found'))}"
+            if also != list(want.get("also_found", [])) else ""
+        )
         counts = got.get("windows") or {}
         lost = [w for w in want.get("reached", []) if not counts.get(w)]
         if lost:
@@ -150,6 +157,7 @@ def compare(
         for other in also:
             said.append(f"also found {other}{_findings(known, other, [code], version, True, changes)}")
         said.append(_windows(counts))
+        said.append(drift)
         lines.append(Line(code, "; ".join(s for s in said if s), changes))
     return lines
 
