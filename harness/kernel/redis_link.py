@@ -35,6 +35,7 @@ What the link adds, and why:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections import defaultdict, deque
@@ -203,27 +204,32 @@ class RedisLink:
         return delivery
 
     def _owe(self, index: int, count: int) -> None:
-        reading_and_owed = index in self._reading and self._owed[index] > 0
-        self._owed[index] += count
-        now = index in self._reading and self._owed[index] > 0
-        if now and not reading_and_owed:
-            self._started()
-        elif reading_and_owed and not now:
-            self._finished()
+        with self._waiting_changes(index):
+            self._owed[index] += count
 
     def reading(self, connection: LinkedConnection, reading: bool) -> None:
         """A subscriber starts or stops waiting for a message: while it
         is owed one, its wait is outside work."""
-        index = connection.index
-        was = index in self._reading and self._owed[index] > 0
-        if reading:
-            self._reading.add(index)
-        else:
-            self._reading.discard(index)
-        now = index in self._reading and self._owed[index] > 0
-        if now and not was:
+        with self._waiting_changes(connection.index):
+            if reading:
+                self._reading.add(connection.index)
+            else:
+                self._reading.discard(connection.index)
+
+    @contextlib.contextmanager
+    def _waiting_changes(self, index: int):
+        """Connection ``index``'s wait counts as outside work while it
+        reads and is owed a message: start or finish that count as the
+        block changes either."""
+        def waits() -> bool:
+            return index in self._reading and self._owed[index] > 0
+
+        before = waits()
+        yield
+        after = waits()
+        if after and not before:
             self._started()
-        elif was and not now:
+        elif before and not after:
             self._finished()
 
     async def took(self, connection: LinkedConnection, response: Any) -> None:
