@@ -172,6 +172,20 @@ class Stage:
         )
         return record.id
 
+    async def forget_story_sessions(self) -> None:
+        """Delete every session a story made (with its messages and the
+        team it led), through the storage's own ``delete_session``.
+
+        ``AgentInvite`` lists all of the invited agent's sessions; kept,
+        they would make each story's invitations slower than the last and
+        let one story see another's sessions, which a replay in a fresh
+        process would not. Only the warmed primary sessions stay.
+        """
+        for member in self.members.values():
+            for record in await self.storage.list_sessions(self.user_id, member.agent_id):
+                if record.id != member.session_id:
+                    await self.storage.delete_session(self.user_id, member.agent_id, record.id)
+
     def close(self) -> None:
         """Close storage and workspaces, the loop, and the scratch folder."""
         if self.loop.is_closed():
