@@ -55,6 +55,9 @@ class Property:
     """Machine class attributes its search needs beyond enforcing it."""
     story_steps: int | None = None
     """Longest story its search tells, when longer than the profile's."""
+    search_factor: int = 1
+    """Its search plays this many times the profile's number of stories
+    (a window its stories reach too rarely needs more)."""
     windows: tuple[str, ...] = ()
     """The risky windows (:mod:`properties.windows`) its stories must
     reach for a "holds" to mean something."""
@@ -116,12 +119,14 @@ PROPERTIES: tuple[Property, ...] = (
              machine={"cast": ("leader", "worker"), "messaged": ()}),
     Property("I3", "no-dangling-inbox-consumer",
              "no inbox consumer registration outlives the runs",
-             safety.no_dangling_inbox_consumer, needs=(REGISTRATION,)),
+             safety.no_dangling_inbox_consumer, needs=(REGISTRATION,),
+             machine={"late_wakeups": True}),
     Property("I4", "parked-stays-parked", "parked status is preserved",
              safety.parked_stays_parked, when=ON_TRANSITION),
     Property("I5", "payloads-delivered-once-in-order",
              "no inbox payload is lost, duplicated or reordered",
-             delivery.payloads_delivered_once_in_order, when=SETTLED),
+             delivery.payloads_delivered_once_in_order, when=SETTLED,
+             machine={"late_wakeups": True}, search_factor=2),
     # Bus faults: a lease whose heartbeat fails lapses under its live run.
     Property("I6", "one-run-per-session", "one run per session at a time",
              safety.one_run_per_session,
@@ -223,6 +228,8 @@ def markdown_table() -> str:
         ]
         if p.story_steps:
             extras.append(f"stories of up to {p.story_steps} steps")
+        if p.search_factor > 1:
+            extras.append(f"{p.search_factor}× the profile's stories")
         extras = "; ".join(extras)
         rows.append(f"| {p.code} | {p.title} | {p.when} | {extras or '-'} |")
     return "\n".join(rows)

@@ -32,7 +32,7 @@ from .ledger import Ledger
 from .rules.agentscope_parties import AgentscopeRules
 from .rules.background import BackgroundJobs
 from .rules.faults import BusFaults, Crashes, NodeCrashes
-from .rules.producers import ProducerRules
+from .rules.producers import LateWakeups, ProducerRules
 from .rules.questions import Questions
 from .rules.story_rule import ON_SEVERAL_NODES
 from .rules.teams import SeveralTeams, TeamRules
@@ -81,6 +81,7 @@ OPTIONAL_RULES: dict[str, type] = {
     "bus_faults": BusFaults,
     "several_teams": SeveralTeams,
     "background_jobs": BackgroundJobs,
+    "late_wakeups": LateWakeups,
 }
 
 class HitlMachine(
@@ -108,6 +109,7 @@ class HitlMachine(
     streaming: bool = False
     several_teams: bool = False
     background_jobs: bool = False
+    late_wakeups: bool = False
     #: The deployment: which bus, how many nodes (see
     #: :class:`~harness.world.deployment.Deployment`).
     bus: str = "fake"
@@ -115,7 +117,7 @@ class HitlMachine(
 
     #: Flags reported in :meth:`configuration` only when set (so stories
     #: of machines without them keep the names they always had).
-    LATER_FLAGS = ("streaming", "several_teams", "background_jobs")
+    LATER_FLAGS = ("streaming", "several_teams", "background_jobs", "late_wakeups")
 
     def __init__(self) -> None:
         super().__init__()

@@ -29,7 +29,7 @@ def test_invariant_holds(prop: Property) -> None:
     steps = max(settings.default.stateful_step_count, prop.story_steps or 0)
     # Every action of a story of several nodes also chooses its node: the
     # search gets as many stories per node.
-    examples = settings.default.max_examples * properties.machine.DEPLOYMENT.nodes
+    examples = settings.default.max_examples * properties.machine.DEPLOYMENT.nodes * prop.search_factor
     run_state_machine_as_test(
         machine_for(prop.code),
         settings=settings(stateful_step_count=steps, max_examples=examples),

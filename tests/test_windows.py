@@ -89,3 +89,18 @@ def test_every_window_counts_on_a_played_story_with_every_kind_of_ledger_entry()
         played = windows.Story(tuple(story.world.interleaver.trace.entries), story.ledger, dict(story.world.sessions))
         reached = windows.count(played, windows.BY_SLUG)
     assert reached["message-while-busy"] == 1
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_a_late_wakeup_lets_a_run_start_between_the_check_and_the_wakeup(late):
+    """The window a producer leaves between finding no consumer and queueing
+    the wake-up it owes is reached only when its wake-up comes late."""
+    with playing(enforcing=["I5"], late_wakeups=True, cast=["leader", "solo"]) as story:
+        if late:
+            story.payload_arrives_wakeup_late(source="channel", to="solo")
+        else:
+            story.payload_arrives(source="channel", to="solo")
+        story.user_sends_message(session="solo", model_turn="answers")
+        story.everything_settles()
+    played = windows.Story(tuple(story.world.interleaver.trace.entries), story.ledger, dict(story.world.sessions))
+    assert windows.count(played, ["producer-check-then-act"])["producer-check-then-act"] == (1 if late else 0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from harness.kernel.interleaver import ControlledTask, Interleaver
+from harness.kernel.interleaver import ControlledTask, Interleaver, Op
 
 from .surface import AGENTSCOPE_ACTOR
 
@@ -67,12 +67,24 @@ class Actors:
         movable = {self.actor_of(r).index for r in self._interleaver.held()}
         return [a for a in self.live() if a.index in movable]
 
-    def start(self, coro, label: str, node: int = 0) -> ControlledTask:
+    def start(
+        self,
+        coro,
+        label: str,
+        node: int = 0,
+        stop: Callable[[ControlledTask], bool] | None = None,
+    ) -> ControlledTask:
         """Start an action on someone's behalf, on ``node``, and let it run
-        to its end (or until it waits for another actor)."""
+        to its end (or until it waits for another actor, or ``stop``
+        holds: see :meth:`finish`)."""
         record = self._interleaver.spawn(coro, HARNESS_ACTOR_PREFIX + label, node)
-        self.finish(record)
+        self.finish(record, stop)
         return record
+
+    def held_at(self, op: Op) -> Callable[[ControlledTask], bool]:
+        """A ``stop`` for :meth:`finish`: the actor (or a helper) is held
+        just before ``op``."""
+        return lambda actor: any(r.held and r.pending == op for r in self.working_for(actor))
 
     def step(self, actor: ControlledTask) -> None:
         """One switch point of ``actor`` (or of its oldest held helper)."""

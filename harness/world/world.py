@@ -23,6 +23,8 @@ import contextlib
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
+from agentscope.app.message_bus import MessageBusKeys
+
 from fakes.model import CallTool, Text, Turn
 from harness.kernel.controlled_storage import SerialStorage
 from harness.kernel.interleaver import ControlledTask, Interleaver, Op
@@ -143,13 +145,15 @@ class World(WorldFaults):
             f"user interrupts {alias}", alias, node,
         )
 
-    def deliver(self, alias: str, payload: dict, source: str, node: int = 0) -> None:
+    def deliver(self, alias: str, payload: dict, source: str, node: int = 0, wake_late: bool = False) -> None:
         """``source``, on node ``node``, delivers ``payload`` into
-        ``alias``'s inbox."""
+        ``alias``'s inbox; with ``wake_late`` it stops just before queueing
+        the wake-up it owes (if it owes one), to go on as a movable task."""
         app = self.nodes[node].app
         self._act(
             parties.deliver(app, self._agents[alias], self.sessions[alias], payload),
             f"{source} delivers to {alias}", alias, node,
+            self.actors.held_at(Op("queue_push", MessageBusKeys.wakeup_queue())) if wake_late else None,
         )
 
     def channel_posts(self, alias: str, message, node: int = 0) -> None:
@@ -161,9 +165,9 @@ class World(WorldFaults):
             f"channel posts to {alias}", alias, node,
         )
 
-    def _act(self, coro, label: str, alias: str, node: int) -> ControlledTask:
+    def _act(self, coro, label: str, alias: str, node: int, stop=None) -> ControlledTask:
         """An outside party's action for ``alias``, on ``node``."""
-        action = self.actors.start(coro, label, node)
+        action = self.actors.start(coro, label, node, stop)
         self._acting_for[action] = alias
         return action
 
