@@ -30,35 +30,20 @@ Run (from the repository root, with the python of the release to test):
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _app import VERSION, app_on, describe, quiet_agentscope, say  # noqa: E402
+from _redis import RedisServerUnavailable, redis_server  # noqa: E402
 from agentscope.app.message_bus import RedisMessageBus  # noqa: E402
 
 from fakes.model import CallTool, Text  # noqa: E402
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def both_nodes(port: int, basedir: Path) -> int:
     async with RedisMessageBus("127.0.0.1", port) as bus_a, RedisMessageBus("127.0.0.1", port) as bus_b:
-        for _ in range(50):
-            try:
-                await bus_a.get_client().ping()
-                break
-            except Exception:  # noqa: BLE001 - the server is still starting
-                await asyncio.sleep(0.1)
         async with app_on(bus_a, basedir=basedir) as a:
             agent = await a.add_agent("leader")
             session = await a.add_session(agent, "leader")
@@ -112,22 +97,12 @@ async def both_nodes(port: int, basedir: Path) -> int:
 
 async def main() -> int:
     quiet_agentscope()
-    if shutil.which("redis-server") is None:
-        say("redis-server not found on PATH: install Debian's redis-server package")
-        return 2
-    tmp = Path(tempfile.mkdtemp(prefix="confirm-f13-"))
-    port = free_port()
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp),
-         "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
     try:
-        return await both_nodes(port, tmp)
-    finally:
-        server.terminate()
-        server.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        async with redis_server("f13") as server:
+            return await both_nodes(server.port, server.folder)
+    except RedisServerUnavailable as missing:
+        say(f"setup failed: {missing}")
+        return 2
 
 
 if __name__ == "__main__":

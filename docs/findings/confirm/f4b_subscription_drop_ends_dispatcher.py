@@ -66,16 +66,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _app import VERSION, app_on, hint, quiet_agentscope, say  # noqa: E402
+from _redis import RedisServerUnavailable, redis_server  # noqa: E402
 from agentscope.app.message_bus import MessageBusKeys, RedisMessageBus  # noqa: E402
 
 from fakes.model import Text  # noqa: E402
@@ -129,151 +126,128 @@ async def cancel_loops_state(dispatcher, admin) -> dict:
     }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def main() -> int:
     quiet_agentscope()
-    if shutil.which("redis-server") is None:
-        say("setup failed: redis-server not found on PATH")
-        return 2
-    import redis.asyncio as aioredis
-
-    tmp = Path(tempfile.mkdtemp(prefix="confirm-f4b-"))
-    port = free_port()
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp),
-         "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    admin = aioredis.Redis(host="127.0.0.1", port=port, decode_responses=True)
     try:
-        for _ in range(50):
-            try:
-                await admin.ping()
-                break
-            except Exception:  # noqa: BLE001 - server still starting
+        async with redis_server("f4b") as server:
+            return await drop_subscription(server.port, server.folder, server.admin)
+    except RedisServerUnavailable as missing:
+        say(f"setup failed: {missing}")
+        return 2
+
+
+async def drop_subscription(port: int, tmp: Path, admin) -> int:
+    """The dispatcher's pub/sub connection is dropped; 1 if it never
+    dispatches again."""
+    say(f"agentscope {VERSION}, redis-server on 127.0.0.1:{port}")
+    if WITH_FIX:
+        say(f"reference fixes applied: {', '.join(FIXES)}")
+
+    async with RedisMessageBus("127.0.0.1", port) as bus:
+        async with app_on(bus, basedir=tmp) as app:
+            crash_log = capture_crashes()  # app_on silenced the logger again
+            agent = await app.add_agent("solo")
+            session = await app.add_session(agent, "solo")
+            app.script("solo").when_empty = (Text("noted"),)
+
+            spawned: list[str] = []
+            spawn = app.registry.spawn
+
+            def spawn_and_count(coro, *, session_id, name):
+                spawned.append(name)
+                return spawn(coro, session_id=session_id, name=name)
+
+            app.registry.spawn = spawn_and_count  # observation only
+
+            channel = MessageBusKeys.wakeup_signal()
+
+            async def look(when: str) -> dict:
+                task = app.dispatcher._task
+                state = {
+                    "dispatcher task done": task.done(),
+                    "runs spawned": len(spawned),
+                    "solo's inbox": await admin.xlen(MessageBusKeys.inbox(session)),
+                    "wake-ups queued": await admin.xlen(MessageBusKeys.wakeup_queue()),
+                    "wake-up channel subscribers": (await admin.pubsub_numsub(channel))[0][1],
+                }
+                if task.done() and not task.cancelled():
+                    state["task exception"] = repr(task.exception())
+                say(f"{when}: {state}")
+                for crash in crash_log.crashes:
+                    say(f"   agentscope logged: {crash}")
+                crash_log.crashes.clear()
+                return state
+
+            await app.deliver(agent, session, hint("first note", "channel"))
+            await asyncio.sleep(0.5)
+            await app.settle()
+            before = await look("1. a delivery before the drop")
+            if before["runs spawned"] != 1 or before["solo's inbox"]:
+                say("setup failed: the first delivery was not dispatched")
+                return 2
+            context = await app.context_texts(agent, session)
+            if "first note" not in context:
+                say("setup failed: the first payload is not in solo's context")
+                return 2
+
+            killed = await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+            say(f"2. CLIENT KILL TYPE pubsub closed {killed} subscriber connection(s)")
+
+            await app.deliver(agent, session, hint("second note", "channel"))
+            await asyncio.sleep(3.0)
+            await app.settle()
+            a = await look("3. A: a delivery at once after the drop, 3 s on")
+            a_dispatched = a["runs spawned"] > before["runs spawned"]
+
+            for _ in range(100):
+                if (await admin.pubsub_numsub(channel))[0][1] or app.dispatcher._task.done():
+                    break
                 await asyncio.sleep(0.1)
-        else:
-            say("setup failed: redis-server did not answer")
-            return 2
-        say(f"agentscope {VERSION}, redis-server on 127.0.0.1:{port}")
-        if WITH_FIX:
-            say(f"reference fixes applied: {', '.join(FIXES)}")
+            await app.deliver(agent, session, hint("third note", "channel"))
+            await asyncio.sleep(3.0)
+            await app.settle()
+            b = await look("4. B: a delivery once resubscribed (or 10 s on), 3 s on")
+            b_dispatched = b["runs spawned"] > a["runs spawned"]
 
-        async with RedisMessageBus("127.0.0.1", port) as bus:
-            async with app_on(bus, basedir=tmp) as app:
-                crash_log = capture_crashes()  # app_on silenced the logger again
-                agent = await app.add_agent("solo")
-                session = await app.add_session(agent, "solo")
-                app.script("solo").when_empty = (Text("noted"),)
-
-                spawned: list[str] = []
-                spawn = app.registry.spawn
-
-                def spawn_and_count(coro, *, session_id, name):
-                    spawned.append(name)
-                    return spawn(coro, session_id=session_id, name=name)
-
-                app.registry.spawn = spawn_and_count  # observation only
-
-                channel = MessageBusKeys.wakeup_signal()
-
-                async def look(when: str) -> dict:
-                    task = app.dispatcher._task
-                    state = {
-                        "dispatcher task done": task.done(),
-                        "runs spawned": len(spawned),
-                        "solo's inbox": await admin.xlen(MessageBusKeys.inbox(session)),
-                        "wake-ups queued": await admin.xlen(MessageBusKeys.wakeup_queue()),
-                        "wake-up channel subscribers": (await admin.pubsub_numsub(channel))[0][1],
-                    }
-                    if task.done() and not task.cancelled():
-                        state["task exception"] = repr(task.exception())
-                    say(f"{when}: {state}")
-                    for crash in crash_log.crashes:
-                        say(f"   agentscope logged: {crash}")
-                    crash_log.crashes.clear()
-                    return state
-
-                await app.deliver(agent, session, hint("first note", "channel"))
-                await asyncio.sleep(0.5)
-                await app.settle()
-                before = await look("1. a delivery before the drop")
-                if before["runs spawned"] != 1 or before["solo's inbox"]:
-                    say("setup failed: the first delivery was not dispatched")
-                    return 2
-                context = await app.context_texts(agent, session)
-                if "first note" not in context:
-                    say("setup failed: the first payload is not in solo's context")
-                    return 2
-
-                killed = await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
-                say(f"2. CLIENT KILL TYPE pubsub closed {killed} subscriber connection(s)")
-
-                await app.deliver(agent, session, hint("second note", "channel"))
-                await asyncio.sleep(3.0)
-                await app.settle()
-                a = await look("3. A: a delivery at once after the drop, 3 s on")
-                a_dispatched = a["runs spawned"] > before["runs spawned"]
-
-                for _ in range(100):
-                    if (await admin.pubsub_numsub(channel))[0][1] or app.dispatcher._task.done():
-                        break
-                    await asyncio.sleep(0.1)
-                await app.deliver(agent, session, hint("third note", "channel"))
-                await asyncio.sleep(3.0)
-                await app.settle()
-                b = await look("4. B: a delivery once resubscribed (or 10 s on), 3 s on")
-                b_dispatched = b["runs spawned"] > a["runs spawned"]
-
-                context = await app.context_texts(agent, session)
+            context = await app.context_texts(agent, session)
+            say(
+                "   in solo's context: "
+                + ", ".join(f"{n}: {n in context}" for n in
+                            ("first note", "second note", "third note")),
+            )
+            if a_dispatched:
+                say("   A's wake-up signal reached the dispatcher")
+            else:
                 say(
-                    "   in solo's context: "
-                    + ", ".join(f"{n}: {n in context}" for n in
-                                ("first note", "second note", "third note")),
+                    "   A's wake-up signal was published while no one was subscribed; "
+                    "its trigger " + ("was picked up by B's drain" if b_dispatched
+                                      and not b["wake-ups queued"] else "still waits"),
                 )
-                if a_dispatched:
-                    say("   A's wake-up signal reached the dispatcher")
-                else:
-                    say(
-                        "   A's wake-up signal was published while no one was subscribed; "
-                        "its trigger " + ("was picked up by B's drain" if b_dispatched
-                                          and not b["wake-ups queued"] else "still waits"),
-                    )
 
-                cancel_loops = await cancel_loops_state(app.cancel_dispatcher, admin)
-                say(f"   cancel dispatcher's loops (task running, channel subscribers): {cancel_loops}")
-                cancel_dead = not all(running and subscribers for running, subscribers in cancel_loops.values())
+            cancel_loops = await cancel_loops_state(app.cancel_dispatcher, admin)
+            say(f"   cancel dispatcher's loops (task running, channel subscribers): {cancel_loops}")
+            cancel_dead = not all(running and subscribers for running, subscribers in cancel_loops.values())
 
-                dead = b["dispatcher task done"]
-                stranded = b["solo's inbox"]
-                if WITH_FIX and cancel_dead and not dead and (a_dispatched or b_dispatched):
-                    say(
-                        f"NOT FIXED on agentscope {VERSION}: the wake-up dispatcher survived, "
-                        "but a cancel dispatcher loop did not",
-                    )
-                    return 1
-                if dead or not (a_dispatched or b_dispatched):
-                    say(
-                        f"CONFIRMED on agentscope {VERSION}: after the pub/sub connection "
-                        "dropped the wake-up dispatcher no longer dispatches; "
-                        f"{stranded} payload(s) wait in solo's inbox",
-                    )
-                    return 1
+            dead = b["dispatcher task done"]
+            stranded = b["solo's inbox"]
+            if WITH_FIX and cancel_dead and not dead and (a_dispatched or b_dispatched):
                 say(
-                    f"not reproduced on agentscope {VERSION}: the dispatcher survived the "
-                    "dropped pub/sub connection and dispatched a later delivery",
+                    f"NOT FIXED on agentscope {VERSION}: the wake-up dispatcher survived, "
+                    "but a cancel dispatcher loop did not",
                 )
-                return 0
-    finally:
-        await admin.aclose()
-        server.terminate()
-        server.wait(10)
-        shutil.rmtree(tmp, ignore_errors=True)
+                return 1
+            if dead or not (a_dispatched or b_dispatched):
+                say(
+                    f"CONFIRMED on agentscope {VERSION}: after the pub/sub connection "
+                    "dropped the wake-up dispatcher no longer dispatches; "
+                    f"{stranded} payload(s) wait in solo's inbox",
+                )
+                return 1
+            say(
+                f"not reproduced on agentscope {VERSION}: the dispatcher survived the "
+                "dropped pub/sub connection and dispatched a later delivery",
+            )
+            return 0
 
 
 if __name__ == "__main__":

@@ -55,16 +55,13 @@ exits 0.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import socket
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _app import VERSION, app_on, hint, quiet_agentscope, say  # noqa: E402
+from _redis import RedisServerUnavailable, redis_server  # noqa: E402
 from agentscope.app._bus_ops import deliver_to_inbox  # noqa: E402
 from agentscope.app.message_bus import MessageBusKeys, RedisMessageBus  # noqa: E402
 
@@ -92,12 +89,6 @@ async def process_a(basedir: Path, port: int, user: str, agent: str, session: st
 
 
 # ── the script ───────────────────────────────────────────────────────────
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def let_time_pass(client, seconds: float) -> None:
@@ -130,27 +121,21 @@ async def look(client, session: str) -> dict:
 
 async def main() -> int:
     quiet_agentscope()
-    if shutil.which("redis-server") is None:
-        say("redis-server not found on PATH")
+    try:
+        async with redis_server("f5") as server:
+            return await crash_and_restart(server.port, server.folder)
+    except RedisServerUnavailable as missing:
+        say(f"setup failed: {missing}")
         return 2
-    tmp = Path(tempfile.mkdtemp(prefix="confirm-f5-"))
-    port = free_port()
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp),
-         "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
+
+
+async def crash_and_restart(port: int, tmp: Path) -> int:
+    """Process A takes the message and is killed; past every lease,
+    process B starts; 1 if the channel's message is stranded."""
     child = None
     try:
         async with RedisMessageBus("127.0.0.1", port) as bus:
             client = bus._client
-            for _ in range(50):
-                try:
-                    await client.ping()
-                    break
-                except Exception:  # noqa: BLE001 - server still starting
-                    await asyncio.sleep(0.1)
-
             async with app_on(bus, basedir=tmp, start_dispatchers=False) as setup:
                 user = setup.user_id
                 agent = await setup.add_agent("solo")
@@ -218,9 +203,6 @@ async def main() -> int:
         if child is not None:
             child.kill()
             await child.wait()
-        server.terminate()
-        server.wait(10)
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
