@@ -108,3 +108,24 @@ def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp
     assert first[1].keys() == second[1].keys()
     for name, data in first[1].items():
         assert data == second[1][name], f"{name} differs between the two runs"
+
+
+def test_every_project_module_is_imported_before_any_search():
+    """Hypothesis draws a share of its numbers from the constants of the
+    local modules imported so far: the plugin imports them all first, so a
+    property's search is the same run alone or after any other."""
+    import importlib
+    import pkgutil
+    import sys
+
+    from harness.tools.profiles import PROJECT_PACKAGES
+
+    missing = [
+        module.name
+        for package in PROJECT_PACKAGES
+        for module in pkgutil.walk_packages(importlib.import_module(package).__path__, prefix=f"{package}.")
+        if not module.name.rsplit(".", 1)[-1].startswith("test_")
+        and not module.name.endswith("__main__")
+        and module.name not in sys.modules
+    ]
+    assert not missing
