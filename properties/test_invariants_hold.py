@@ -4,19 +4,22 @@ stateful run of the machine its record describes, enforcing that property
 only. A property about a feature the installed release lacks is not run:
 its verdict is "not applicable", and why.
 
-A failure prints Hypothesis' shrunk program (the story), the property that
-broke with what was expected and what happened, and the bus trace; the
-pytest plugin writes it down as a counterexample folder.
+Hypothesis finds a failing story; the harness shrinks it by deleting steps
+(:mod:`properties.story.shrink`: seconds where Hypothesis' own shrinker took
+minutes on these stories). A failure prints the shrunk program (the story),
+the property that broke with what was expected and what happened, and the
+bus trace; the pytest plugin writes it down as a counterexample folder.
 """
 from __future__ import annotations
 
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from properties.catalog import PROPERTIES, Property
 import properties.machine
 from properties.machine import machine_for
+from properties.story.shrink import shrink
 
 
 @pytest.mark.properties
@@ -30,7 +33,13 @@ def test_invariant_holds(prop: Property) -> None:
     # Every action of a story of several nodes also chooses its node: the
     # search gets as many stories per node.
     examples = settings.default.max_examples * properties.machine.DEPLOYMENT.nodes * prop.search_factor
-    run_state_machine_as_test(
-        machine_for(prop.code),
-        settings=settings(stateful_step_count=steps, max_examples=examples),
-    )
+    finding = [phase for phase in settings.default.phases if phase is not Phase.shrink]
+    try:
+        run_state_machine_as_test(
+            machine_for(prop.code),
+            settings=settings(stateful_step_count=steps, max_examples=examples, phases=finding),
+        )
+    except Exception as failure:  # pylint: disable=broad-except
+        if getattr(failure, "counterexample", None) is None:
+            raise
+        raise shrink(failure) from None

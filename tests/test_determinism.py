@@ -89,10 +89,6 @@ def _search_in_a_process(tmp_path, name: str, deployment: tuple[str, ...] = ()) 
         assert entry.pop("seconds") > 0  # the time the search took differs by run
         entry["counterexample"] = entry["counterexample"] and os.path.basename(entry["counterexample"])
         entry["also_found"] = {c: os.path.basename(f) for c, f in entry["also_found"].items()}
-        # Which windows were reached must agree; how often may differ by a
-        # story (Hypothesis does not always run the same number of shrink
-        # attempts), which the verdict's counts show.
-        entry["windows"] = sorted(w for w, n in entry["windows"].items() if n)
     return verdicts, files
 
 
@@ -100,7 +96,9 @@ def _search_in_a_process(tmp_path, name: str, deployment: tuple[str, ...] = ()) 
 def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp_path, deployment):
     first = _search_in_a_process(tmp_path, "one", deployment)
     second = _search_in_a_process(tmp_path, "two", deployment)
-    assert first[0] and first[0] == second[0], "verdicts, windows reached and folder names"
+    # Shrinking counts replays, never seconds: even how often each window
+    # was reached is the same.
+    assert first[0] and first[0] == second[0], "verdicts, windows' counts and folder names"
     said = first[0]["I1"]  # what its story expected and what happened, from the run
     assert said["verdict"] == "VIOLATED"
     assert said["expected"].startswith("no reply of ") and "ends with ERROR" in said["expected"]

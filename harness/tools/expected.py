@@ -13,8 +13,9 @@ such as ``docs/findings/expected-2.0.8.json`` holds that, per property::
 
 - its verdict differs (a violation no longer found: an invariant cut off
   from the suite; a new one: a regression, or a search that changed);
-- (what its search found on the way is compared and said, but may differ:
-  it depends on how far shrinking got within Hypothesis' time limit);
+- (what its search found on the way is compared and said, but does not
+  turn it red: those are other properties' violations, each held to its
+  own line);
 - a window the file says its stories reached is no longer reached (a rule
   stopped reaching it);
 - a violation, expected or not, is no known finding: every one must have
@@ -140,10 +141,9 @@ def compare(
             changes.append("the expected verdicts have none for it")
         if got["verdict"] != want["verdict"]:
             changes.append(f"expected {want['verdict']}")
-        # What a search meets on the way while shrinking depends on how far
-        # Hypothesis shrinks within its time limit (wall time, under load):
-        # a difference is said, and every violation must still be known,
-        # but it does not turn the line red.
+        # What a search meets on the way is another property's violation,
+        # held to that property's own line: a difference is said, and every
+        # violation must still be known, but it does not turn this one red.
         drift = (
             f"on the way this time {_codes(also)}, recorded {_codes(want.get('also_found'))}"
             if also != list(want.get("also_found", [])) else ""

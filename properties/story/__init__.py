@@ -6,5 +6,6 @@
 - :mod:`.report`, :mod:`.repro`, :mod:`.narration`: ``report.md`` and
   ``test_repro.py``, in words;
 - :mod:`.folder`: the three files together;
-- :mod:`.playback`: a recorded story played again, step by step.
+- :mod:`.playback`: a recorded story played again, step by step;
+- :mod:`.shrink`: a failing story made short by deleting steps.
 """

@@ -1,8 +1,8 @@
-"""Reading a failure as a story: the shrunk program Hypothesis attached.
+"""Reading a failure as a story: the program its notes name.
 
 Hypothesis prints a failing stateful test as a program (``state = M()``,
 then one ``state.rule(...)`` line per step) and attaches it to the
-exception as notes. :func:`story_steps` gives those steps back, so tests
+exception as notes; :mod:`.shrink` names a shrunk story the same way. :func:`story_steps` gives those steps back, so tests
 and reports can check and show the story without parsing terminal output.
 """
 from __future__ import annotations

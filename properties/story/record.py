@@ -4,8 +4,8 @@ When a step of the machine fails (a property is violated, or agentscope
 raises), the machine attaches a :class:`Counterexample` to the exception
 (:mod:`.witness`): the story's steps with their concrete arguments, the
 machine's configuration, the bus trace up to the failure and the agentscope
-under test. Hypothesis re-raises the exception of its final, shrunk run, so
-the attached story is the shrunk one.
+under test. The property suite raises the failure of the shrunk story
+(:mod:`.shrink`), so the attached story is the shrunk one.
 
 ``story.json`` is this record as JSON, with a schema version: :data:`SCHEMA`
 is what this harness writes; a folder with no version is version 1 (before

@@ -37,7 +37,7 @@ def render_report(self: Counterexample) -> str:
 {environment}
 - **Property {self.code}:** {self.statement}
 - **Found by:** agentscope-hitl-harness, a property-based test of agentscope's
-  human-in-the-loop runs; Hypothesis shrank the failing story to the {len(self.steps)} steps below.
+  human-in-the-loop runs; the failing story it found was shrunk to the {len(self.steps)} steps below.
 - **Reproduce:** `pytest test_repro.py` (this folder), or `hitl-harness replay <this folder>`.
 
 ## What went wrong
