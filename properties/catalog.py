@@ -131,8 +131,9 @@ PROPERTIES: tuple[Property, ...] = (
     Property("I6", "one-run-per-session", "one run per session at a time",
              safety.one_run_per_session,
              machine={"bus_faults": True, "cast": WITHOUT_WORKER}),
+    # Its payload-in-parked-tail window needs more stories than the profile's.
     Property("I7", "confirm-resume-completes", "confirm/resume always completes",
-             completion.decided_calls_complete, when=SETTLED),
+             completion.decided_calls_complete, when=SETTLED, search_factor=2),
     Property("I8", "parked-message-not-lost",
              "a message to a parked session is refused or reaches the agent",
              delivery.parked_messages_reach_the_agent, when=SETTLED,
