@@ -115,3 +115,19 @@ def test_an_expectation_for_some_properties_on_redis_names_them_and_holds_only_t
     assert [line.code for line in expected.compare(run, expectation, KNOWN, "2.0.8")
             if not line.ok] == ["I7"]
     assert expected._selecting(seeds) == ("-k", "I1- or I2- or I3- or I4- or I5- or I6- or I7-")
+
+
+def test_recording_again_keeps_the_files_properties_and_deployment(tmp_path):
+    seeds = ("I1", "I2")
+    run = {code: entry for code, entry in _run().items() if code in seeds}
+    saved = tmp_path / "verdicts.json"
+    saved.write_text(json.dumps({"agentscope_version": "2.0.8", "verdicts": run}), encoding="utf-8")
+    expectation = tmp_path / "expected.json"
+    expectation.write_text(json.dumps(expected.record(
+        run, "2.0.8", deployment=("--bus", "redis", "--nodes", "2"), properties=seeds,
+    )), encoding="utf-8")
+    assert expected.expect(expectation, known_path=expected.FINDINGS / "known.json",
+                           verdicts_json=saved, write=True) == 0
+    again = json.loads(expectation.read_text(encoding="utf-8"))
+    assert again["deployment"] == ["--bus", "redis", "--nodes", "2"]
+    assert again["properties"] == list(seeds)

@@ -214,8 +214,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run the property suite (ci profile) and hold it to its expected verdicts",
         description="Run the property suite with the ci profile on the agentscope installed "
         "here and print one line per property against the expected verdicts: exit 1 when a "
-        "verdict, a violation found on the way or a reached window changed, or a violation "
-        "is no known finding.",
+        "verdict or a reached window changed, or a violation is no known finding (what a "
+        "search found on the way is said when it changed).",
     )
     expect.add_argument("expected", nargs="?", type=Path, metavar="FILE",
                         help="the expected verdicts (default: docs/findings/expected-<release>.json)")
@@ -224,7 +224,8 @@ def _parser() -> argparse.ArgumentParser:
     expect.add_argument("--verdicts", type=Path, metavar="FILE",
                         help="compare a run's --verdicts-json instead of running the suite")
     expect.add_argument("--write", action="store_true",
-                        help="record the run as the expected verdicts (after an intended change)")
+                        help="record the run as the expected verdicts (after an intended change); "
+                        "an existing FILE keeps its properties and its --bus/--nodes")
     expect.add_argument("--workers", type=_workers, default=min(2, os.cpu_count() or 1),
                         help="pytest-xdist workers (default: 2)")
     expect.add_argument("--log", type=Path, default=Path("property-suite.log"), metavar="FILE",

@@ -212,8 +212,9 @@ def expect(
     version = agentscope_under_test.version()
     try:
         known = known_list.load(known_path or FINDINGS / "known.json")
-        if path is not None and not write:
-            # The file says on which deployment and which properties it holds.
+        if path is not None and (not write or path.is_file()):
+            # The file says on which deployment and which properties it
+            # holds; recorded again, it keeps them.
             said = load(path)
             deployment = deployment or tuple(said.get("deployment") or ())
             properties = properties or tuple(said.get("properties") or ())
