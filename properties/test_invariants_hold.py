@@ -19,7 +19,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from properties.catalog import PROPERTIES, Property
 import properties.machine
 from properties.machine import machine_for
-from properties.story.shrink import shrink
+from properties.story.shrink import shrink_each
 
 
 @pytest.mark.properties
@@ -40,6 +40,7 @@ def test_invariant_holds(prop: Property) -> None:
             settings=settings(stateful_step_count=steps, max_examples=examples, phases=finding),
         )
     except Exception as failure:  # pylint: disable=broad-except
-        if getattr(failure, "counterexample", None) is None:
+        shortest = shrink_each(failure)
+        if shortest is failure:
             raise
-        raise shrink(failure) from None
+        raise shortest from None

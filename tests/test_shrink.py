@@ -15,7 +15,7 @@ from properties.machine import machine_for
 from properties.story.playback import replay
 from properties.story.program import story_steps
 from properties.story.record import Counterexample, Step
-from properties.story.shrink import Shrinker, shrink
+from properties.story.shrink import Shrinker, origin, shrink, shrink_each
 
 NEEDED = [
     Step("leader_invites_worker", {"worker_first_turn": "fails"}),
@@ -87,3 +87,27 @@ def test_the_budget_counts_replays_and_keeps_the_best_so_far(padded):
     assert shrinker.replays == 3
     assert best.counterexample.code == "I11"
     assert len(shrinker.steps) < len(PADDED)
+
+
+def test_a_story_that_fails_another_way_is_not_kept(padded):
+    """Its origin is where the property's check broke: a shorter story
+    that breaks the same property elsewhere is another bug."""
+    assert origin(padded)[1][1][0].endswith("properties/invariants/liveness.py")
+    shrinker = Shrinker(padded, budget=3)
+    shrinker.origin = (("InvariantViolated", None),)
+    assert shrinker.run() is padded and shrinker.replays == 3
+
+
+def test_a_story_with_no_shorter_failure_keeps_its_own_program():
+    needed = _failure(NEEDED)
+    assert shrink(needed) is needed
+    assert story_steps(needed) == []  # Hypothesis' own notes name its program
+    assert any("4 of the 4 steps Hypothesis found" in str(n) for n in needed.__notes__)
+
+
+def test_each_story_of_a_group_is_shrunk_and_the_rest_left_alone():
+    other = ValueError("no story")
+    group = shrink_each(ExceptionGroup("two failures", [_failure(PADDED), other]))
+    shrunk, left = group.exceptions
+    assert [s for s in shrunk.counterexample.steps if s.rule != "teardown"] == NEEDED
+    assert left is other

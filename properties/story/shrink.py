@@ -10,8 +10,8 @@ deletion removes. Here the story itself is shrunk: steps are deleted, in
 halves, then quarters, down to single steps, and each candidate is played
 back (:func:`~.playback.replay`) on a fresh world. A candidate is kept when
 it fails the same way: the same property (or the same unexpected exception
-type). What a kept candidate records is what it played, so a step that no
-longer applied is not in it.
+type), broken at the same line (:func:`origin`). What a kept candidate
+records is what it played, so a step that no longer applied is not in it.
 
 Deterministic: the order of tries is fixed and the budget counts replays,
 never seconds, so the same found story shrinks to the same story anywhere.
@@ -33,10 +33,22 @@ def _played(story: Counterexample) -> list[Step]:
     return [step for step in story.steps if step.rule != "teardown"]
 
 
-def _same_failure(found: Counterexample, tried: Counterexample) -> bool:
-    """Whether ``tried`` fails as ``found`` did: the same property broken
-    (or, for an unexpected exception, the same exception type)."""
-    return tried.code == found.code and tried.error_type == found.error_type
+def origin(failure: BaseException) -> tuple:
+    """Where ``failure`` broke: its type and the line that raised it, then
+    the same for what it was raised from or while handling. A violation
+    wraps its check's ``Broken``, whose line tells one way a property
+    breaks from another (a lock still held, a payload still queued), as
+    Hypothesis' own "interesting origin" does."""
+    parts = []
+    error: BaseException | None = failure
+    while error is not None and len(parts) < 8:
+        frame = error.__traceback__
+        while frame is not None and frame.tb_next is not None:
+            frame = frame.tb_next
+        where = None if frame is None else (frame.tb_frame.f_code.co_filename, frame.tb_lineno)
+        parts.append((type(error).__name__, where))
+        error = error.__cause__ or error.__context__
+    return tuple(parts)
 
 
 class Shrinker:
@@ -44,6 +56,7 @@ class Shrinker:
 
     def __init__(self, failure: BaseException, budget: int = MAX_REPLAYS) -> None:
         self.found: Counterexample = failure.counterexample
+        self.origin = origin(failure)
         self.best = failure
         self.replays = 0
         self.budget = budget
@@ -62,7 +75,7 @@ class Shrinker:
             warnings.simplefilter("ignore", StoryEndedEarly)
             failure = replay(replace(self.found, steps=steps))
         story = getattr(failure, "counterexample", None)
-        if story is None or not _same_failure(self.found, story):
+        if story is None or story.code != self.found.code or origin(failure) != self.origin:
             return False
         if len(_played(story)) >= len(self.steps):
             return False
@@ -95,8 +108,9 @@ class Shrinker:
 
 def shrink(failure: BaseException, budget: int = MAX_REPLAYS) -> BaseException:
     """The failure of the shortest story found from ``failure``'s (which
-    must carry a :class:`Counterexample`), with notes naming its steps as
-    Hypothesis names a program's, and how it was shrunk."""
+    must carry a :class:`Counterexample`), with a note saying how it was
+    shrunk and, when it is shorter, notes naming its steps as Hypothesis
+    names a program's (the found failure already carries its own)."""
     shrinker = Shrinker(failure, budget)
     shortest = shrinker.run()
     story = shortest.counterexample
@@ -104,7 +118,21 @@ def shrink(failure: BaseException, budget: int = MAX_REPLAYS) -> BaseException:
         f"Shrunk by deleting steps: {len(_played(story))} of the "
         f"{len(_played(shrinker.found))} steps Hypothesis found, in {shrinker.replays} replays.",
     )
-    shortest.add_note(f"state = HitlMachine_{'_'.join(story.machine['enforcing'])}()")
-    for step in story.steps:
-        shortest.add_note(f"state.{step.call()}")
+    if shortest is not failure:
+        shortest.add_note(f"state = HitlMachine_{'_'.join(story.machine['enforcing'])}()")
+        for step in story.steps:
+            shortest.add_note(f"state.{step.call()}")
     return shortest
+
+
+def shrink_each(failure: BaseException, budget: int = MAX_REPLAYS) -> BaseException:
+    """``failure`` shrunk if it carries a story; a group (Hypothesis raises
+    one when it replays failures of several origins from its example
+    database) with each of its members so shrunk; anything else as it is."""
+    if getattr(failure, "counterexample", None) is not None:
+        return shrink(failure, budget)
+    if isinstance(failure, BaseExceptionGroup):
+        members = [shrink_each(member, budget) for member in failure.exceptions]
+        if any(new is not old for new, old in zip(members, failure.exceptions)):
+            return failure.derive(members)
+    return failure
