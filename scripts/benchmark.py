@@ -47,6 +47,7 @@ from packaging.version import Version  # noqa: E402
 from _app import app_on, hint  # noqa: E402
 from agentscope.app.message_bus import InMemoryMessageBus  # noqa: E402
 from fakes.model import CallTool  # noqa: E402
+from harness.tools import profiles  # noqa: E402
 from harness.world import agentscope_under_test  # noqa: E402
 from harness.world.quiet import silence_agentscope  # noqa: E402
 from harness.world.stage import Stage  # noqa: E402
@@ -181,6 +182,7 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=60)
     parser.add_argument("--findings", default=",".join(FINDINGS))
     args = parser.parse_args()
+    profiles.without_local_constants()  # as the property suite searches
     silence_agentscope()
     version = Version(agentscope_under_test.version())
     print(f"benchmarking against {agentscope_under_test.describe()}")

@@ -10,9 +10,7 @@ of them finds is replayed by all of them; anything else is a folder.
 """
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
@@ -34,22 +32,25 @@ _COMMON = dict(
 )
 
 
-#: The project's packages (see :func:`import_every_project_module`).
-PROJECT_PACKAGES = ("harness", "fakes", "properties", "reference_fix")
+def without_local_constants() -> None:
+    """Give Hypothesis an empty pool of local constants, before any search.
 
+    Hypothesis draws a share of its numbers from the literal constants of
+    the local modules imported so far
+    (``hypothesis.internal.conjecture.providers``): the project's, and
+    agentscope's own when it is a checkout, whose modules it imports as
+    stories need them. A derandomized search would then change with any
+    literal anywhere in the project, with which tests ran before it, and
+    with where agentscope is installed; a gate comparing a checkout with a
+    release would compare two searches. With no local constants it depends
+    on the rules and on agentscope's behaviour only. (A Hypothesis without
+    the pool has nothing to empty.)"""
+    from hypothesis.internal.conjecture import providers  # pylint: disable=import-outside-toplevel
 
-def import_every_project_module() -> None:
-    """Import every module of the project but test modules and
-    ``__main__``s. Hypothesis draws a share of its numbers from the literal
-    constants of the local modules imported so far. Imported first, the
-    pool is the same whichever property runs first or alone, so a
-    derandomized search does not depend on the order of the tests."""
-    for package_name in PROJECT_PACKAGES:
-        package = importlib.import_module(package_name)
-        for module in pkgutil.walk_packages(package.__path__, prefix=f"{package_name}."):
-            last = module.name.rsplit(".", 1)[-1]
-            if not (last.startswith("test_") or last == "__main__"):
-                importlib.import_module(module.name)
+    if hasattr(providers, "_get_local_constants"):
+        empty = providers.Constants()
+        providers._get_local_constants = lambda: empty  # pylint: disable=protected-access
+        providers.CONSTANTS_CACHE.cache.clear()
 
 
 #: The variable naming a ``thorough`` campaign's example database.

@@ -158,7 +158,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     config.stash[_ACTIVE] = True
     profiles.register(example_db=config.getoption("--example-db"))
-    profiles.import_every_project_module()
+    profiles.without_local_constants()
     if not config.getoption("hypothesis_profile", None):
         profiles.load_default()
     silence_agentscope()
