@@ -70,7 +70,8 @@ def use_deployment(deployment: Deployment) -> None:
 
 #: Called as each story ends, with the properties it searched and whether
 #: it failed (the pytest plugin reports a search's progress through it: a
-#: failed story means Hypothesis goes on to shrink).
+#: failed story means the suite goes on to shrink it, whose replays end
+#: here too).
 STORY_ENDED: list = []
 
 #: The rules each flag turns on.
