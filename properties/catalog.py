@@ -166,7 +166,8 @@ PROPERTIES: tuple[Property, ...] = (
     # Its shortest failing story needs more steps than the profile's default
     # leaves room for (a job starts, the user stops the reply, the cancel
     # lands, the job finishes, amid every other rule); longer stories still
-    # shrink to the short one.
+    # shrink to the short one. Fifty of them found it only by chance (one
+    # constant less in Hypothesis' pool lost it), a hundred find it.
     Property("I14", "background-results-delivered",
              "every finished background job's result reaches the agent once",
              delivery.background_results_delivered, when=SETTLED,
@@ -176,7 +177,7 @@ PROPERTIES: tuple[Property, ...] = (
                  "turns": (BACKGROUND, "calls GatedAction"),
                  "cast": WITHOUT_WORKER,
              },
-             story_steps=20),
+             story_steps=20, search_factor=2),
     Property("I15", "refused-only-while-busy",
              "the chat endpoint refuses a message only while a run is in flight or a call awaits the user",
              delivery.refused_only_while_busy),
