@@ -39,8 +39,11 @@ def test_invariant_holds(prop: Property) -> None:
             machine_for(prop.code),
             settings=settings(stateful_step_count=steps, max_examples=examples, phases=finding),
         )
-    except Exception as failure:  # pylint: disable=broad-except
-        shortest = shrink_each(failure)
-        if shortest is failure:
-            raise
-        raise shortest from None
+    except Exception as caught:  # pylint: disable=broad-except
+        failure = caught
+    else:
+        return
+    shortest = shrink_each(failure)  # outside the handler: its replays raise afresh
+    if shortest is failure:
+        raise failure
+    raise shortest from None

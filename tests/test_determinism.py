@@ -94,6 +94,8 @@ def _search_in_a_process(tmp_path, name: str, deployment: tuple[str, ...] = ()) 
 
 @pytest.mark.parametrize("deployment", [(), ("--bus", "redis", "--nodes", "2")], ids=["fake", "redis-2-nodes"])
 def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp_path, deployment):
+    import json
+
     first = _search_in_a_process(tmp_path, "one", deployment)
     second = _search_in_a_process(tmp_path, "two", deployment)
     # Shrinking counts replays, never seconds: even how often each window
@@ -103,6 +105,9 @@ def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp
     assert said["verdict"] == "VIOLATED"
     assert said["expected"].startswith("no reply of ") and "ends with ERROR" in said["expected"]
     assert "ReplyEnd(ERROR) published for" in said["actual"]
+    story = json.loads(first[1][f"{said['counterexample']}/story.json"])
+    played = [step for step in story["steps"] if step["rule"] != "teardown"]
+    assert len(played) <= 4, "the folder holds the shrunk story, not the one found"
     assert first[1].keys() == second[1].keys()
     for name, data in first[1].items():
         assert data == second[1][name], f"{name} differs between the two runs"

@@ -111,3 +111,14 @@ def test_each_story_of_a_group_is_shrunk_and_the_rest_left_alone():
     shrunk, left = group.exceptions
     assert [s for s in shrunk.counterexample.steps if s.rule != "teardown"] == NEEDED
     assert left is other
+
+
+def test_a_story_shrunk_while_its_failure_is_handled_still_shrinks(padded):
+    """Replays raise within the handler of the found failure: their own
+    chain must not reach into it."""
+    try:
+        raise padded
+    except Exception as caught:  # pylint: disable=broad-except
+        inside = Shrinker(caught, budget=3)
+        inside.run()
+    assert len(inside.steps) < len(PADDED)

@@ -38,10 +38,11 @@ def origin(failure: BaseException) -> tuple:
     the same for what it was raised from or while handling. A violation
     wraps its check's ``Broken``, whose line tells one way a property
     breaks from another (a lock still held, a payload still queued), as
-    Hypothesis' own "interesting origin" does."""
+    Hypothesis' own "interesting origin" does. Two levels: below them is
+    whatever was being handled when the story was played."""
     parts = []
     error: BaseException | None = failure
-    while error is not None and len(parts) < 8:
+    while error is not None and len(parts) < 2:
         frame = error.__traceback__
         while frame is not None and frame.tb_next is not None:
             frame = frame.tb_next
