@@ -13,13 +13,12 @@ bus trace; the pytest plugin writes it down as a counterexample folder.
 from __future__ import annotations
 
 import pytest
-from hypothesis import Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis import settings
 
 from properties.catalog import PROPERTIES, Property
 import properties.machine
 from properties.machine import machine_for
-from properties.story.shrink import shrink_each
+from properties.story.shrink import search
 
 
 @pytest.mark.properties
@@ -33,17 +32,4 @@ def test_invariant_holds(prop: Property) -> None:
     # Every action of a story of several nodes also chooses its node: the
     # search gets as many stories per node.
     examples = settings.default.max_examples * properties.machine.DEPLOYMENT.nodes * prop.search_factor
-    finding = [phase for phase in settings.default.phases if phase is not Phase.shrink]
-    try:
-        run_state_machine_as_test(
-            machine_for(prop.code),
-            settings=settings(stateful_step_count=steps, max_examples=examples, phases=finding),
-        )
-    except Exception as caught:  # pylint: disable=broad-except
-        failure = caught
-    else:
-        return
-    shortest = shrink_each(failure)  # outside the handler: its replays raise afresh
-    if shortest is failure:
-        raise failure
-    raise shortest from None
+    search(machine_for(prop.code), settings(stateful_step_count=steps, max_examples=examples))

@@ -11,14 +11,13 @@ verdict is asserted: nothing here is skipped or expected to fail.
 from __future__ import annotations
 
 import pytest
-from hypothesis import Phase, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis import settings
 
 from reference_fix import parked_continuation
 from harness.world import agentscope_under_test
 from harness.world.cast import LEADER, SOLO, WORKER
 from properties.story.program import program_lines, story_steps
-from properties.story.shrink import shrink
+from properties.story.shrink import search
 from properties.violation import InvariantViolated
 from properties.machine import machine_enforcing
 
@@ -56,23 +55,18 @@ def has_the_bug() -> bool:
 def play(scenario: str) -> InvariantViolated | None:
     """Run one scenario's I1 property as the property suite searches: the
     violation, if any, shrunk by deleting steps, its program in its notes."""
-    machine = machine_enforcing("I1", **SCENARIOS[scenario])
-    ci = settings.get_profile("ci")
     try:
-        run_state_machine_as_test(
-            machine,
-            settings=settings(
-                ci,
+        search(
+            machine_enforcing("I1", **SCENARIOS[scenario]),
+            settings(
+                settings.get_profile("ci"),
                 max_examples=EXAMPLES.get(scenario, 100),
                 stateful_step_count=8,
-                phases=[phase for phase in ci.phases if phase is not Phase.shrink],
             ),
         )
-    except InvariantViolated as caught:
-        found = caught
-    else:
-        return None
-    return shrink(found)
+    except InvariantViolated as violation:
+        return violation
+    return None
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

@@ -1,17 +1,18 @@
 """Shrinking a failing story by deleting its steps, replayed exactly.
 
-Hypothesis finds a failing story; this module makes it short. Hypothesis'
-own shrinker works on its choice sequence, where the first steps also carry
-its rule switches (swarm testing), so deleting an early step reinterprets
-every later one. On a crash story that took about 900 replays and four
-minutes, ended at Hypothesis' five-minute limit on a slower machine (so the
-result depended on the machine's speed), and still left steps that a plain
-deletion removes. Here the story itself is shrunk: steps are deleted, in
-halves, then quarters, down to single steps, and each candidate is played
-back (:func:`~.playback.replay`) on a fresh world. A candidate is kept when
-it fails the same way: the same property (or the same unexpected exception
-type), broken at the same line (:func:`origin`). What a kept candidate
-records is what it played, so a step that no longer applied is not in it.
+Hypothesis finds a failing story (:func:`search`); this module makes it
+short. Hypothesis' own shrinker works on its choice sequence, where the
+first steps also carry its rule switches (swarm testing), so deleting an
+early step reinterprets every later one. On a crash story that took about
+900 replays and four minutes, ended at Hypothesis' five-minute limit on a
+slower machine (so the result depended on the machine's speed), and still
+left steps that a plain deletion removes. Here the story itself is shrunk:
+steps are deleted, in halves, then quarters, down to single steps, and each
+candidate is played back (:func:`~.playback.replay`) on a fresh world. A
+candidate is kept when it fails the same way: the same property (or the
+same unexpected exception type), broken at the same line (:func:`origin`).
+What a kept candidate records is what it played, so a step that no longer
+applied is not in it.
 
 Deterministic: the order of tries is fixed and the budget counts replays,
 never seconds, so the same found story shrinks to the same story anywhere.
@@ -20,6 +21,9 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import replace
+
+from hypothesis import Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from .playback import StoryEndedEarly, replay
 from .record import Counterexample, Step
@@ -137,3 +141,24 @@ def shrink_each(failure: BaseException, budget: int = MAX_REPLAYS) -> BaseExcept
         if any(new is not old for new, old in zip(members, failure.exceptions)):
             return failure.derive(members)
     return failure
+
+
+def search(machine: type, search_settings: settings) -> None:
+    """Search ``machine`` with ``search_settings`` as the property suite
+    does: Hypothesis stops at the first failing story (its own shrink phase
+    off), and the failure of the shortest story :func:`shrink_each` finds
+    is raised. Shrinking runs outside the handler of the found failure, so
+    its replays raise afresh."""
+    try:
+        run_state_machine_as_test(machine, settings=settings(
+            search_settings,
+            phases=[phase for phase in search_settings.phases if phase is not Phase.shrink],
+        ))
+    except Exception as caught:  # pylint: disable=broad-except
+        failure = caught
+    else:
+        return
+    shortest = shrink_each(failure)
+    if shortest is failure:
+        raise failure
+    raise shortest from None
