@@ -2,8 +2,9 @@
 
 Hypothesis prints a failing stateful test as a program (``state = M()``,
 then one ``state.rule(...)`` line per step) and attaches it to the
-exception as notes; :mod:`.shrink` names a shrunk story the same way. :func:`story_steps` gives those steps back, so tests
-and reports can check and show the story without parsing terminal output.
+exception as notes; :mod:`.shrink` names a shrunk story the same way.
+:func:`story_steps` gives those steps back, so tests and reports can check
+and show the story without parsing terminal output.
 """
 from __future__ import annotations
 
