@@ -7,6 +7,7 @@ on it, and drives tasks one switch point at a time.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 
 import pytest
 
@@ -556,3 +557,39 @@ def test_a_waiter_woken_a_hair_before_a_dead_lease_ends_takes_the_lock(kernel):
     kernel.spawn(ticks(), "ticker")
     kernel.settle()
     assert entered == [299.9999999999997]
+
+
+def test_serial_storage_keeps_account_of_the_sessions_each_write_names(kernel):
+    """A reader may keep what it read of a session until a write names
+    that session or names none; ``upsert_session`` records what it made."""
+
+    @dataclass
+    class Made:
+        id: str
+        agent_id: str
+
+    class Store:
+        async def get_session(self, user_id, agent_id, session_id):
+            return session_id
+
+        async def update_session_state(self, user_id, agent_id, session_id, state):
+            return None
+
+        async def upsert_session(self, user_id, agent_id, config, state=None, session_id=None):
+            return Made(session_id or "s-new", agent_id)
+
+        async def upsert_team(self, user_id, team):
+            return "t"
+
+    storage = SerialStorage(Store(), kernel)
+    a, b = storage.version_of("a"), storage.version_of("b")
+    kernel.run_uncontrolled(storage.get_session("u", "", "a"))
+    kernel.run_uncontrolled(storage.update_session_state("u", "x", session_id="a", state=None))
+    assert storage.version_of("a") != a and storage.version_of("b") == b
+    a = storage.version_of("a")
+    kernel.run_uncontrolled(storage.upsert_session("u", "agent-1", config=None))
+    assert storage.upserted_sessions == [("agent-1", "s-new")]
+    assert storage.version_of("s-new") != (0, 0) and storage.version_of("a") == a
+    kernel.run_uncontrolled(storage.upsert_team("u", "team"))
+    assert storage.version_of("a") != a and storage.version_of("b") != b
+    assert not storage.upsert_unaccounted

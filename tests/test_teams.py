@@ -7,6 +7,7 @@ their own leader, once each (I2, I10).
 from __future__ import annotations
 
 from harness.world.marks import FAILURE_REMINDER_MARK
+from harness.world.stage import Stage
 from properties.rules.vocabulary import FAILS, TURNS
 from properties.story.playback import playing
 
@@ -49,3 +50,29 @@ def test_a_members_answer_posted_in_its_leaders_session_reaches_it():
         aide = story.world.observe_session("aide")
     assert aide.parked_status == "idle"
     assert aide.last_reply_end() == "completed"
+
+
+def _sessions_of_every_agent() -> dict[str, set[str]]:
+    stage = Stage.shared()
+    return {
+        name: {
+            record.id for record in stage.loop.run_until_complete(
+                stage.storage.list_sessions(stage.user_id, member.agent_id),
+            )
+        }
+        for name, member in stage.members.items()
+    }
+
+
+def test_a_story_leaves_only_the_primary_sessions_behind():
+    """Each story deletes the sessions it opened and those agentscope's
+    ``AgentInvite`` minted, and no other: the next story sees none of them."""
+    with playing(["I2", "I10"], **TWO_TEAMS) as story:
+        story.leader_invites_member(member="aide", first_turn="calls GatedAction")
+        story.leader_invites_worker(worker_first_turn=FAILS)
+        story.everything_settles()
+        assert set(story.world.sessions) >= {"leader", "worker", "aide", "chief"}
+        during = _sessions_of_every_agent()
+    primary = {name: {member.session_id} for name, member in Stage.shared().members.items()}
+    assert all(during[name] > primary[name] for name in ("leader", "worker", "chief", "aide"))
+    assert _sessions_of_every_agent() == primary

@@ -110,6 +110,20 @@ class AgentscopeApp:
         self.sessions[name] = session_id
         return session_id
 
+    async def forget_story_sessions(self) -> None:
+        """Delete the sessions this story opened and those agentscope made
+        through the storage it was handed (see
+        :meth:`~harness.world.stage.Stage.forget_story_sessions`)."""
+        opened = [(self.agent_id(name), session_id) for name, session_id in self.sessions.items()]
+        minted_for = None
+        if not getattr(self.storage, "upsert_unaccounted", True):  # it keeps account
+            primary = {member.session_id for member in self.stage.members.values()}
+            minted_for = {
+                agent_id for agent_id, session_id in self.storage.upserted_sessions
+                if session_id not in primary and session_id not in self.sessions.values()
+            }
+        await self.stage.forget_story_sessions(opened, minted_for)
+
     async def make_team(self, leader: str, team_name: str = "crew") -> str:
         """Make ``leader``'s story session lead a new, empty team."""
         storage = self.stage.storage

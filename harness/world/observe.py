@@ -4,7 +4,7 @@
 Live state (events published, payloads pushed and queued, the consumer
 registration, the lock) comes from the controlled bus and its inspector;
 persisted state (parked status, the agent's context) from storage, read
-again only when something was written since.
+again only after a write that may have changed it.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class SessionReader:
         self._interleaver = interleaver
         self._run_alive = run_alive
         self._setup = setup
-        self._stored: dict[str, tuple[int, SessionView]] = {}
+        self._stored: dict[str, tuple[tuple[int, int], SessionView]] = {}
 
     def events(self, session_id: str) -> list[dict]:
         """Every event the session published, trimmed or not (the bus
@@ -84,16 +84,16 @@ class SessionReader:
         return view
 
     def _persisted(self, session_id: str, alias: str) -> SessionView:
-        writes = self._app.storage.writes
+        version = self._app.storage.version_of(session_id)
         stored = self._stored.get(session_id)
-        if stored is None or stored[0] != writes:
+        if stored is None or stored[0] != version:
             record = self._setup(
                 self._app.stage.storage.get_session(self._app.user_id, "", session_id),
             )
             persisted = SessionView(alias, session_id)
             if record is not None:
                 _read_context(persisted, record.state.context)
-            stored = (writes, persisted)
+            stored = (version, persisted)
             self._stored[session_id] = stored
         return stored[1]
 

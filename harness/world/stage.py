@@ -172,19 +172,30 @@ class Stage:
         )
         return record.id
 
-    async def forget_story_sessions(self) -> None:
-        """Delete every session a story made (with its messages and the
-        team it led), through the storage's own ``delete_session``.
+    async def forget_story_sessions(
+        self,
+        opened: list[tuple[str, str]],
+        minted_for: set[str] | None,
+    ) -> None:
+        """Delete the sessions a story made (with their messages and the
+        teams they led, whose members' sessions agentscope deletes with
+        them), through the storage's own ``delete_session``: those it
+        ``opened``, ``(agent_id, session_id)`` each, then any left of the
+        agents agentscope made sessions for (``minted_for``; ``None``: it
+        is not known for which, so of every agent).
 
         ``AgentInvite`` lists all of the invited agent's sessions; kept,
         they would make each story's invitations slower than the last and
         let one story see another's sessions, which a replay in a fresh
         process would not. Only the warmed primary sessions stay.
         """
+        for agent_id, session_id in opened:
+            await self.storage.delete_session(self.user_id, agent_id, session_id)
         for member in self.members.values():
-            for record in await self.storage.list_sessions(self.user_id, member.agent_id):
-                if record.id != member.session_id:
-                    await self.storage.delete_session(self.user_id, member.agent_id, record.id)
+            if minted_for is None or member.agent_id in minted_for:
+                for record in await self.storage.list_sessions(self.user_id, member.agent_id):
+                    if record.id != member.session_id:
+                        await self.storage.delete_session(self.user_id, member.agent_id, record.id)
 
     def close(self) -> None:
         """Close storage and workspaces, the loop, and the scratch folder."""

@@ -388,7 +388,7 @@ class World(WorldFaults):
                 record.gate.set_result(None)
         self.interleaver.quiesce()
         self.setup(self._shutdown())
-        self.setup(self.stage.forget_story_sessions())
+        self.setup(self.app.forget_story_sessions())
         self.loop.set_task_factory(None)
         self._failures.close()
 
