@@ -7,9 +7,11 @@ import json
 
 from harness.tools import expected
 from harness.tools.gate import known as known_list
+from harness.world import agentscope_under_test
 from properties.catalog import PROPERTIES
 
-KNOWN = known_list.load(expected.FINDINGS / "known.json")
+KNOWN_PATH = expected.FINDINGS / "known.json"
+KNOWN = known_list.load(KNOWN_PATH)
 
 
 def _run() -> dict[str, dict]:
@@ -129,5 +131,46 @@ def test_recording_again_keeps_the_files_properties_and_deployment(tmp_path):
     assert expected.expect(expectation, known_path=expected.FINDINGS / "known.json",
                            verdicts_json=saved, write=True) == 0
     again = json.loads(expectation.read_text(encoding="utf-8"))
+    assert again["deployment"] == ["--bus", "redis", "--nodes", "2"]
+    assert again["properties"] == list(seeds)
+
+
+def test_a_saved_run_says_its_deployment_and_is_recorded_and_held_as_such(tmp_path, capsys):
+    """A ``--verdicts-json`` file says which deployment it was searched on:
+    recorded, the expectation names that deployment (not the one the file
+    named before); compared, a run on another deployment is an error."""
+    seeds = ("I1", "I2")
+    run = {code: entry for code, entry in _run().items() if code in seeds}
+    saved = tmp_path / "verdicts.json"
+    redis = {"agentscope_version": "2.0.8", "deployment": {"bus": "redis", "nodes": 3}, "verdicts": run}
+    saved.write_text(json.dumps(redis), encoding="utf-8")
+    expectation = tmp_path / "expected.json"
+    expectation.write_text(json.dumps(expected.record(run, "2.0.8", properties=seeds)), encoding="utf-8")
+    known = expected.FINDINGS / "known.json"
+    assert expected.expect(expectation, known_path=known, verdicts_json=saved, write=True) == 0
+    again = json.loads(expectation.read_text(encoding="utf-8"))
+    assert again["deployment"] == ["--bus", "redis", "--nodes", "3"]
+    assert expected.expect(expectation, known_path=known, verdicts_json=saved) == 0
+    saved.write_text(json.dumps({**redis, "deployment": {"bus": "fake", "nodes": 1}}), encoding="utf-8")
+    capsys.readouterr()
+    assert expected.expect(expectation, known_path=known, verdicts_json=saved) == 2
+    assert "searched on fake bus, the expectation is of redis bus, 3 node(s)" in capsys.readouterr().err
+
+
+def test_recording_without_a_file_keeps_the_default_files_settings(tmp_path, monkeypatch):
+    """``expect --write`` with no FILE records the release's default file,
+    keeping the properties and deployment it names."""
+    monkeypatch.setattr(expected, "FINDINGS", tmp_path)
+    seeds = ("I1", "I2")
+    run = {code: entry for code, entry in _run().items() if code in seeds}
+    version = agentscope_under_test.version()
+    default = expected.default_path(version)
+    default.write_text(json.dumps(expected.record(
+        run, version, deployment=("--bus", "redis", "--nodes", "2"), properties=seeds,
+    )), encoding="utf-8")
+    saved = tmp_path / "verdicts.json"
+    saved.write_text(json.dumps({"agentscope_version": version, "verdicts": run}), encoding="utf-8")
+    assert expected.expect(None, known_path=KNOWN_PATH, write=True, verdicts_json=saved) == 0
+    again = json.loads(default.read_text(encoding="utf-8"))
     assert again["deployment"] == ["--bus", "redis", "--nodes", "2"]
     assert again["properties"] == list(seeds)

@@ -222,10 +222,12 @@ def _parser() -> argparse.ArgumentParser:
     expect.add_argument("--known", type=Path, metavar="FILE",
                         help="the known violations (default: docs/findings/known.json)")
     expect.add_argument("--verdicts", type=Path, metavar="FILE",
-                        help="compare a run's --verdicts-json instead of running the suite")
+                        help="compare a run's --verdicts-json instead of running the suite (a run "
+                        "searched on another --bus/--nodes than FILE names is an error)")
     expect.add_argument("--write", action="store_true",
                         help="record the run as the expected verdicts (after an intended change); "
-                        "an existing FILE keeps its properties and its --bus/--nodes")
+                        "an existing FILE keeps its properties and its --bus/--nodes (a --verdicts run "
+                        "is recorded with its own)")
     expect.add_argument("--workers", type=_workers, default=min(2, os.cpu_count() or 1),
                         help="pytest-xdist workers (default: 2)")
     expect.add_argument("--log", type=Path, default=Path("property-suite.log"), metavar="FILE",

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import anyio
 
+from harness.world.deployment import Deployment, DeploymentRefused
+
 from .gate import known as known_list
 from .pytest_plugin import NOT_APPLICABLE
 
@@ -210,17 +212,27 @@ def expect(
     from .gate import runner  # pylint: disable=import-outside-toplevel
 
     version = agentscope_under_test.version()
+    searched_on = None
     try:
         known = known_list.load(known_path or FINDINGS / "known.json")
-        if path is not None and (not write or path.is_file()):
+        if verdicts_json is not None:
+            version, verdicts, searched_on = _read_verdicts(verdicts_json, version)
+        path = path or default_path(version)
+        if not write or path.is_file():
             # The file says on which deployment and which properties it
             # holds; recorded again, it keeps them.
             said = load(path)
             deployment = deployment or tuple(said.get("deployment") or ())
             properties = properties or tuple(said.get("properties") or ())
-        if verdicts_json is not None:
-            version, verdicts = _read_verdicts(verdicts_json, version)
-        else:
+        if searched_on is not None:
+            if write:  # recorded as what the run was searched on
+                deployment = _options(searched_on)
+            elif _options(searched_on) != _options(_said(deployment)):
+                raise BadExpectation(
+                    f"{verdicts_json} holds verdicts searched on {Deployment(**searched_on)}, "
+                    f"the expectation is of {Deployment(**_said(deployment))}",
+                )
+        if verdicts_json is None:
             print(f"running the property suite (ci profile) on {agentscope_under_test.describe()}; "
                   f"pytest's output: {log}", flush=True)
             result = anyio.run(functools.partial(
@@ -233,9 +245,8 @@ def expect(
             if result.broken:
                 raise BadExpectation(result.broken)
             verdicts = result.verdicts
-        path = path or default_path(version)
-        expected = None if write else load(path)
-    except (known_list.BadList, BadExpectation) as bad:
+        expected = None if write else said
+    except (known_list.BadList, BadExpectation, DeploymentRefused) as bad:
         print(f"hitl-harness expect: error: {bad}", file=sys.stderr)
         return 2
     if write:
@@ -264,11 +275,35 @@ def _selecting(properties: tuple[str, ...]) -> tuple[str, ...]:
     return ("-k", " or ".join(f"{code}-" for code in properties)) if properties else ()
 
 
-def _read_verdicts(path: Path, version: str) -> tuple[str, dict[str, dict]]:
-    """The agentscope version (``version`` if the file does not say) and
-    the verdicts of a run's ``--verdicts-json`` file."""
+def _read_verdicts(path: Path, version: str) -> tuple[str, dict[str, dict], dict | None]:
+    """The agentscope version (``version`` if the file does not say), the
+    verdicts of a run's ``--verdicts-json`` file, and the deployment they
+    were searched on (``None``: a file from before it said)."""
     data = known_list.read_json(path, BadExpectation)
     verdicts = data.get("verdicts") if isinstance(data, dict) else None
     if not isinstance(verdicts, dict):
         raise BadExpectation(f"{path}: not a --verdicts-json file")
-    return str(data.get("agentscope_version") or version), verdicts
+    searched_on = data.get("deployment")
+    if searched_on is not None and not (
+        isinstance(searched_on, dict) and set(searched_on) == {"bus", "nodes"}
+    ):
+        raise BadExpectation(f'{path}: "deployment" is not {{"bus": ..., "nodes": ...}}')
+    return str(data.get("agentscope_version") or version), verdicts, searched_on
+
+
+def _options(deployment: dict) -> tuple[str, ...]:
+    """The suite's options for a deployment (none for the fake bus)."""
+    checked = Deployment(**deployment)
+    return () if checked == Deployment() else ("--bus", checked.bus, "--nodes", str(checked.nodes))
+
+
+def _said(options: tuple[str, ...]) -> dict:
+    """The deployment the suite's options ``--bus B --nodes N`` select."""
+    args = list(options)
+
+    def value(flag: str) -> str | None:
+        return args[args.index(flag) + 1] if flag in args[:-1] else None
+
+    nodes = value("--nodes")
+    chosen = Deployment.of(value("--bus"), int(nodes) if nodes and nodes.isdigit() else None)
+    return {"bus": chosen.bus, "nodes": chosen.nodes}

@@ -228,6 +228,12 @@ def _deployment_in_use() -> str:
     return str(properties.machine.DEPLOYMENT)
 
 
+def _deployment_searched() -> dict:
+    import properties.machine  # pylint: disable=import-outside-toplevel
+
+    return {"bus": properties.machine.DEPLOYMENT.bus, "nodes": properties.machine.DEPLOYMENT.nodes}
+
+
 # ── counterexamples ───────────────────────────────────────────────────
 
 
@@ -366,7 +372,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.line(line)
     target = config.getoption("--verdicts-json")
     if target:
-        verdicts.write_json(Path(target), _VERDICTS)
+        verdicts.write_json(Path(target), _VERDICTS, _deployment_searched())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -98,8 +98,9 @@ def windows_line(entry: dict) -> str:
     return f"reached: {reached}"
 
 
-def write_json(target: Path, verdicts: dict[str, dict]) -> None:
-    """The verdicts, with the agentscope they are of and whether the
+def write_json(target: Path, verdicts: dict[str, dict], deployment: dict) -> None:
+    """The verdicts, with the agentscope they are of, the deployment they
+    were searched on (``{"bus": ..., "nodes": ...}``) and whether the
     reference fix was on."""
     import reference_fix  # pylint: disable=import-outside-toplevel
 
@@ -109,6 +110,7 @@ def write_json(target: Path, verdicts: dict[str, dict]) -> None:
             {
                 "agentscope_version": agentscope_under_test.version(),
                 "agentscope_path": agentscope_under_test.path(),
+                "deployment": deployment,
                 "reference_fix": reference_fix.is_applied(),
                 "verdicts": verdicts,
             },
