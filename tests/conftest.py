@@ -1,9 +1,16 @@
-"""The tests' real redis-server: one per test process (each pytest-xdist
-worker is one), started on first use and stopped with the session."""
+"""Fixtures the tests share: the kernel alone (an interleaver in control
+of a virtual-time loop, no agentscope app), and the tests' real
+redis-server: one per test process (each pytest-xdist worker is one),
+started on first use and stopped with the session."""
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
+from harness.kernel.clock import VirtualClock
+from harness.kernel.event_loop import VirtualTimeEventLoop
+from harness.kernel.interleaver import Interleaver
 from harness.kernel.redis_server import RedisServer, RedisServerMissing
 
 
@@ -24,3 +31,22 @@ def redis_server():
         return
     yield lambda: server
     server.stop()
+
+
+@pytest.fixture
+def kernel():
+    """An interleaver in control of a fresh virtual-time loop."""
+    clock = VirtualClock()
+    loop = VirtualTimeEventLoop(clock)
+    interleaver = Interleaver(loop)
+    interleaver.controlling = True
+    yield interleaver
+    interleaver.controlling = False
+    for record in interleaver.tasks() + interleaver.crashed():
+        if record.gate is not None and not record.gate.done():
+            record.gate.set_result(None)
+    for record in interleaver.tasks() + interleaver.crashed():
+        record.task.cancel()
+    loop.run_until_complete(asyncio.sleep(0))
+    loop.set_task_factory(None)
+    loop.close()

@@ -7,7 +7,6 @@ on it, and drives tasks one switch point at a time.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 
 import pytest
 
@@ -19,24 +18,6 @@ from harness.kernel.controlled_storage import SerialStorage
 from harness.kernel.event_loop import VirtualTimeEventLoop
 from harness.kernel.interleaver import DidNotSettle, Interleaver, Livelock, Op
 from harness.kernel.repeats import LIVELOCK_AFTER
-
-
-@pytest.fixture
-def kernel():
-    clock = VirtualClock()
-    loop = VirtualTimeEventLoop(clock)
-    interleaver = Interleaver(loop)
-    interleaver.controlling = True
-    yield interleaver
-    interleaver.controlling = False
-    for record in interleaver.tasks() + interleaver.crashed():
-        if record.gate is not None and not record.gate.done():
-            record.gate.set_result(None)
-    for record in interleaver.tasks() + interleaver.crashed():
-        record.task.cancel()
-    loop.run_until_complete(asyncio.sleep(0))
-    loop.set_task_factory(None)
-    loop.close()
 
 
 def worker(interleaver: Interleaver, log: list, name: str, steps: int = 2):
@@ -559,37 +540,30 @@ def test_a_waiter_woken_a_hair_before_a_dead_lease_ends_takes_the_lock(kernel):
     assert entered == [299.9999999999997]
 
 
-def test_serial_storage_keeps_account_of_the_sessions_each_write_names(kernel):
-    """A reader may keep what it read of a session until a write names
-    that session or names none; ``upsert_session`` records what it made."""
-
-    @dataclass
-    class Made:
-        id: str
-        agent_id: str
+def test_serial_storage_hands_each_write_to_written_done_or_not(kernel):
+    """Reads are not handed on; a write is, with its arguments by name, and
+    ``done`` says whether it returned."""
+    seen = []
 
     class Store:
-        async def get_session(self, user_id, agent_id, session_id):
-            return session_id
+        async def get_thing(self, name):
+            return name
 
-        async def update_session_state(self, user_id, agent_id, session_id, state):
-            return None
+        async def put_thing(self, name, size=1):
+            if name == "bad":
+                raise ValueError(name)
+            return f"put {name}"
 
-        async def upsert_session(self, user_id, agent_id, config, state=None, session_id=None):
-            return Made(session_id or "s-new", agent_id)
+    class Watched(SerialStorage):
+        def written(self, name, arguments, result, done):
+            seen.append((name, arguments, result, done))
 
-        async def upsert_team(self, user_id, team):
-            return "t"
-
-    storage = SerialStorage(Store(), kernel)
-    a, b = storage.version_of("a"), storage.version_of("b")
-    kernel.run_uncontrolled(storage.get_session("u", "", "a"))
-    kernel.run_uncontrolled(storage.update_session_state("u", "x", session_id="a", state=None))
-    assert storage.version_of("a") != a and storage.version_of("b") == b
-    a = storage.version_of("a")
-    kernel.run_uncontrolled(storage.upsert_session("u", "agent-1", config=None))
-    assert storage.upserted_sessions == [("agent-1", "s-new")]
-    assert storage.version_of("s-new") != (0, 0) and storage.version_of("a") == a
-    kernel.run_uncontrolled(storage.upsert_team("u", "team"))
-    assert storage.version_of("a") != a and storage.version_of("b") != b
-    assert not storage.upsert_unaccounted
+    storage = Watched(Store(), kernel)
+    kernel.run_uncontrolled(storage.get_thing("a"))
+    kernel.run_uncontrolled(storage.put_thing("b", size=2))
+    with pytest.raises(ValueError):
+        kernel.run_uncontrolled(storage.put_thing(name="bad"))
+    assert seen == [
+        ("put_thing", {"name": "b", "size": 2}, "put b", True),
+        ("put_thing", {"name": "bad"}, None, False),
+    ]

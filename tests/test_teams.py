@@ -76,3 +76,18 @@ def test_a_story_leaves_only_the_primary_sessions_behind():
     primary = {name: {member.session_id} for name, member in Stage.shared().members.items()}
     assert all(during[name] > primary[name] for name in ("leader", "worker", "chief", "aide"))
     assert _sessions_of_every_agent() == primary
+
+
+def test_a_session_agentscope_made_outside_any_team_is_deleted_too():
+    """A session no team holds (deleting the story's leader does not take it
+    with it) is found among the sessions agentscope made, and deleted."""
+    stage = Stage.shared()
+    solo = stage.members["solo"]
+    with playing(["I1"]) as story:
+        world = story.world
+        primary = world.setup(stage.storage.get_session(stage.user_id, solo.agent_id, solo.session_id))
+        world.setup(world.app.storage.upsert_session(
+            user_id=stage.user_id, agent_id=solo.agent_id, config=primary.config,
+        ))
+        assert len(_sessions_of_every_agent()["solo"]) == 3  # primary, the story's, the stray one
+    assert _sessions_of_every_agent()["solo"] == {solo.session_id}

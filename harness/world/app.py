@@ -24,6 +24,7 @@ from fakes.model import ModelScript, ScriptBook
 from fakes.tool_desk import ToolDesk, tool_factory
 
 from .stage import BOOK_NAME, Stage
+from .storage_account import AccountedStorage
 from .surface import (
     HANDLE_LEN,
     BackgroundTaskManager,
@@ -115,13 +116,14 @@ class AgentscopeApp:
         through the storage it was handed (see
         :meth:`~harness.world.stage.Stage.forget_story_sessions`)."""
         opened = [(self.agent_id(name), session_id) for name, session_id in self.sessions.items()]
-        minted_for = None
-        if not getattr(self.storage, "upsert_unaccounted", True):  # it keeps account
-            primary = {member.session_id for member in self.stage.members.values()}
-            minted_for = {
-                agent_id for agent_id, session_id in self.storage.upserted_sessions
-                if session_id not in primary and session_id not in self.sessions.values()
-            }
+        made = self.storage.sessions_made() if isinstance(self.storage, AccountedStorage) else None
+        # Deleted by name, or never: the primary sessions.
+        by_name = {session_id for _, session_id in opened} | {
+            member.session_id for member in self.stage.members.values()
+        }
+        minted_for = None if made is None else {
+            agent_id for agent_id, session_id in made if session_id not in by_name
+        }
         await self.stage.forget_story_sessions(opened, minted_for)
 
     async def make_team(self, leader: str, team_name: str = "crew") -> str:

@@ -26,7 +26,6 @@ from typing import Any
 from agentscope.app.message_bus import MessageBusKeys
 
 from fakes.model import CallTool, Text, Turn
-from harness.kernel.controlled_storage import SerialStorage
 from harness.kernel.interleaver import ControlledTask, Interleaver, Op
 
 from . import parties
@@ -44,6 +43,7 @@ from .nodes import Node, build_nodes, shut_down, start_nodes
 from .observation import Observation, SessionView
 from .observe import SessionReader
 from .stage import Stage
+from .storage_account import AccountedStorage
 from .surface import INBOX, WAKEUP_DISPATCHER
 
 
@@ -72,7 +72,7 @@ class World(WorldFaults):
         # When the bus's leases and TTLs end, for settling to skip repeats
         # up to (the fake bus says; a real server does not, so none).
         self.interleaver.expiries = getattr(buses[0], "expiries", None)
-        storage = SerialStorage(stage.storage, self.interleaver)
+        storage = AccountedStorage(stage.storage, self.interleaver)
         #: The deployment's processes; node 0 serves whatever names none.
         self.nodes: list[Node] = build_nodes(stage, self.interleaver, buses, storage)
         self.app: AgentscopeApp = self.nodes[0].app
