@@ -64,10 +64,13 @@ def test_a_background_job_story_replays_identically():
     assert first == play_a_background_job_story()
 
 
-def _search_in_a_process(tmp_path, name: str, deployment: tuple[str, ...] = ()) -> tuple[dict, dict[str, bytes]]:
+def _search_in_a_process(
+    tmp_path, name: str, deployment: tuple[str, ...] = (),
+) -> tuple[dict, dict[str, bytes], dict]:
     """Run I1's search (the `ci` profile) in a fresh process, on
-    ``deployment`` (extra command-line options): its verdicts, and the
-    bytes of every file of every folder it wrote."""
+    ``deployment`` (extra command-line options): its verdicts, the bytes
+    of every file of every folder it wrote, and the deployment its
+    verdicts file says it searched on."""
     import json
     import os
     import subprocess
@@ -80,7 +83,8 @@ def _search_in_a_process(tmp_path, name: str, deployment: tuple[str, ...] = ()) 
         env={**os.environ, "CI": "1"}, cwd=os.path.dirname(os.path.dirname(__file__)),
         capture_output=True, text=True, timeout=600, check=False,
     )
-    verdicts = json.loads((out / "verdicts.json").read_text(encoding="utf-8"))["verdicts"]
+    saved = json.loads((out / "verdicts.json").read_text(encoding="utf-8"))
+    verdicts = saved["verdicts"]
     files = {
         str(p.relative_to(out / "cx")): p.read_bytes()
         for p in sorted((out / "cx").rglob("*")) if p.is_file()
@@ -89,7 +93,7 @@ def _search_in_a_process(tmp_path, name: str, deployment: tuple[str, ...] = ()) 
         assert entry.pop("seconds") > 0  # the time the search took differs by run
         entry["counterexample"] = entry["counterexample"] and os.path.basename(entry["counterexample"])
         entry["also_found"] = {c: os.path.basename(f) for c, f in entry["also_found"].items()}
-    return verdicts, files
+    return verdicts, files, saved["deployment"]
 
 
 @pytest.mark.parametrize("deployment", [(), ("--bus", "redis", "--nodes", "2")], ids=["fake", "redis-2-nodes"])
@@ -101,6 +105,7 @@ def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp
     # Shrinking counts replays, never seconds: even how often each window
     # was reached is the same.
     assert first[0] and first[0] == second[0], "verdicts, windows' counts and folder names"
+    assert first[2] == ({"bus": "redis", "nodes": 2} if deployment else {"bus": "fake", "nodes": 1})
     said = first[0]["I1"]  # what its story expected and what happened, from the run
     assert said["verdict"] == "VIOLATED"
     assert said["expected"].startswith("no reply of ") and "ends with ERROR" in said["expected"]

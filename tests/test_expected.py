@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
+
+import pytest
 
 from harness.tools import expected
 from harness.tools.gate import known as known_list
 from harness.world import agentscope_under_test
+from harness.world.deployment import Deployment
 from properties.catalog import PROPERTIES
 
 KNOWN_PATH = expected.FINDINGS / "known.json"
@@ -135,26 +139,75 @@ def test_recording_again_keeps_the_files_properties_and_deployment(tmp_path):
     assert again["properties"] == list(seeds)
 
 
-def test_a_saved_run_says_its_deployment_and_is_recorded_and_held_as_such(tmp_path, capsys):
-    """A ``--verdicts-json`` file says which deployment it was searched on:
-    recorded, the expectation names that deployment (not the one the file
-    named before); compared, a run on another deployment is an error."""
-    seeds = ("I1", "I2")
-    run = {code: entry for code, entry in _run().items() if code in seeds}
+def _expectation(tmp_path, run: dict, deployment: tuple[str, ...] = ()) -> Path:
+    """An expectation of ``run``'s properties, on ``deployment``."""
+    path = tmp_path / "expected.json"
+    path.write_text(json.dumps(expected.record(run, "2.0.8", deployment=deployment,
+                                               properties=tuple(run))), encoding="utf-8")
+    return path
+
+
+def _saved(tmp_path, run: dict, deployment: dict | None) -> Path:
     saved = tmp_path / "verdicts.json"
-    redis = {"agentscope_version": "2.0.8", "deployment": {"bus": "redis", "nodes": 3}, "verdicts": run}
-    saved.write_text(json.dumps(redis), encoding="utf-8")
+    data = {"agentscope_version": "2.0.8", "verdicts": run}
+    saved.write_text(json.dumps(data if deployment is None else {**data, "deployment": deployment}),
+                     encoding="utf-8")
+    return saved
+
+
+def test_a_saved_run_is_recorded_with_the_deployment_it_was_searched_on(tmp_path):
+    run = {code: entry for code, entry in _run().items() if code in ("I1", "I2")}
+    saved = _saved(tmp_path, run, {"bus": "redis", "nodes": 3})
     expectation = tmp_path / "expected.json"
-    expectation.write_text(json.dumps(expected.record(run, "2.0.8", properties=seeds)), encoding="utf-8")
-    known = expected.FINDINGS / "known.json"
-    assert expected.expect(expectation, known_path=known, verdicts_json=saved, write=True) == 0
-    again = json.loads(expectation.read_text(encoding="utf-8"))
-    assert again["deployment"] == ["--bus", "redis", "--nodes", "3"]
-    assert expected.expect(expectation, known_path=known, verdicts_json=saved) == 0
-    saved.write_text(json.dumps({**redis, "deployment": {"bus": "fake", "nodes": 1}}), encoding="utf-8")
-    capsys.readouterr()
-    assert expected.expect(expectation, known_path=known, verdicts_json=saved) == 2
-    assert "searched on fake bus, the expectation is of redis bus, 3 node(s)" in capsys.readouterr().err
+    assert expected.expect(expectation, known_path=KNOWN_PATH, verdicts_json=saved, write=True,
+                           properties=("I1", "I2")) == 0
+    assert json.loads(expectation.read_text(encoding="utf-8"))["deployment"] == [
+        "--bus", "redis", "--nodes", "3"]
+    assert expected.expect(expectation, known_path=KNOWN_PATH, verdicts_json=saved) == 0
+
+
+@pytest.mark.parametrize("other", [{"bus": "fake", "nodes": 1}, {"bus": "redis", "nodes": 2}])
+@pytest.mark.parametrize("write", [False, True], ids=["compared", "recorded"])
+def test_a_saved_run_from_another_deployment_is_refused(tmp_path, capsys, other, write):
+    """Compared with, or recorded into, an expectation of redis with 3
+    nodes, a run searched on another deployment is an error (exit 2), and
+    the file is left as it was."""
+    run = {code: entry for code, entry in _run().items() if code in ("I1", "I2")}
+    expectation = _expectation(tmp_path, run, ("--bus", "redis", "--nodes", "3"))
+    before = expectation.read_text(encoding="utf-8")
+    saved = _saved(tmp_path, run, other)
+    assert expected.expect(expectation, known_path=KNOWN_PATH, verdicts_json=saved, write=write) == 2
+    err = capsys.readouterr().err
+    assert f"was searched on {Deployment(**other)}" in err and "is of redis bus, 3 node(s)" in err
+    assert expectation.read_text(encoding="utf-8") == before
+
+
+def test_the_command_lines_deployment_must_agree_with_the_files(tmp_path, capsys):
+    run = {code: entry for code, entry in _run().items() if code in ("I1", "I2")}
+    expectation = _expectation(tmp_path, run)
+    saved = _saved(tmp_path, run, None)
+    assert expected.expect(expectation, known_path=KNOWN_PATH, verdicts_json=saved,
+                           deployment=("--bus", "redis")) == 2
+    err = capsys.readouterr().err
+    assert "the command line asks for redis bus, 2 node(s)" in err and "is of fake bus" in err
+
+
+def test_a_saved_run_that_does_not_say_its_deployment_is_taken_with_a_note(tmp_path, capsys):
+    run = {code: entry for code, entry in _run().items() if code in ("I1", "I2")}
+    expectation = _expectation(tmp_path, run)
+    assert expected.expect(expectation, known_path=KNOWN_PATH,
+                           verdicts_json=_saved(tmp_path, run, None)) == 0
+    assert "does not say which deployment it was searched on" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("deployment", [{"bus": "redis", "nodes": "3"}, {"bus": "redis", "nodes": True},
+                                        {"bus": "redis"}, {"bus": "pigeon", "nodes": 1}])
+def test_a_malformed_deployment_in_a_saved_run_is_an_error(tmp_path, capsys, deployment):
+    run = {code: entry for code, entry in _run().items() if code in ("I1", "I2")}
+    expectation = _expectation(tmp_path, run)
+    assert expected.expect(expectation, known_path=KNOWN_PATH,
+                           verdicts_json=_saved(tmp_path, run, deployment)) == 2
+    assert '"deployment" is ' in capsys.readouterr().err
 
 
 def test_recording_without_a_file_keeps_the_default_files_settings(tmp_path, monkeypatch):

@@ -30,8 +30,8 @@ change).
 from __future__ import annotations
 
 import functools
-
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,8 +205,6 @@ def expect(
     against the expectation in ``path`` and the known violations in
     ``known_path`` (by default the project's own). 0 when every line is as expected,
     1 when one is not, 2 when an input cannot be read or the run broke."""
-    import sys  # pylint: disable=import-outside-toplevel
-
     from harness.world import agentscope_under_test  # pylint: disable=import-outside-toplevel
 
     from .gate import runner  # pylint: disable=import-outside-toplevel
@@ -218,20 +216,10 @@ def expect(
         if verdicts_json is not None:
             version, verdicts, searched_on = _read_verdicts(verdicts_json, version)
         path = path or default_path(version)
-        if not write or path.is_file():
-            # The file says on which deployment and which properties it
-            # holds; recorded again, it keeps them.
-            said = load(path)
-            deployment = deployment or tuple(said.get("deployment") or ())
+        said = None if write and not path.is_file() else load(path)
+        if said is not None:  # recorded again, a file keeps its properties
             properties = properties or tuple(said.get("properties") or ())
-        if searched_on is not None:
-            if write:  # recorded as what the run was searched on
-                deployment = _options(searched_on)
-            elif _options(searched_on) != _options(_said(deployment)):
-                raise BadExpectation(
-                    f"{verdicts_json} holds verdicts searched on {Deployment(**searched_on)}, "
-                    f"the expectation is of {Deployment(**_said(deployment))}",
-                )
+        deployment = _deployment(deployment, path, said, verdicts_json, searched_on)
         if verdicts_json is None:
             print(f"running the property suite (ci profile) on {agentscope_under_test.describe()}; "
                   f"pytest's output: {log}", flush=True)
@@ -275,7 +263,35 @@ def _selecting(properties: tuple[str, ...]) -> tuple[str, ...]:
     return ("-k", " or ".join(f"{code}-" for code in properties)) if properties else ()
 
 
-def _read_verdicts(path: Path, version: str) -> tuple[str, dict[str, dict], dict | None]:
+def _deployment(
+    asked: tuple[str, ...],
+    path: Path,
+    said: dict | None,
+    verdicts_json: Path | None,
+    searched_on: Deployment | None,
+) -> tuple[str, ...]:
+    """The suite's options for the deployment the run is (or was) searched
+    on: what the command line ``asked``, what the expectation at ``path``
+    ``said``, and what a saved run was ``searched_on`` must agree, and the
+    first one given decides (none: the fake bus)."""
+    stated = {}
+    if searched_on is not None:
+        stated[f"{verdicts_json} was searched on"] = searched_on
+    if asked:
+        stated["the command line asks for"] = Deployment.from_options(asked)
+    if said is not None:
+        stated[f"{path} is of"] = Deployment.from_options(said.get("deployment") or ())
+    if len(set(stated.values())) > 1:
+        raise BadExpectation("; ".join(f"{who} {what}" for who, what in stated.items()))
+    chosen = next(iter(stated.values()), Deployment())
+    if verdicts_json is not None and searched_on is None:
+        print(f"hitl-harness expect: note: {verdicts_json} does not say which deployment it was "
+              f"searched on (written before verdicts said so); taken to be {chosen}",
+              file=sys.stderr)
+    return chosen.options()
+
+
+def _read_verdicts(path: Path, version: str) -> tuple[str, dict[str, dict], Deployment | None]:
     """The agentscope version (``version`` if the file does not say), the
     verdicts of a run's ``--verdicts-json`` file, and the deployment they
     were searched on (``None``: a file from before it said)."""
@@ -284,26 +300,9 @@ def _read_verdicts(path: Path, version: str) -> tuple[str, dict[str, dict], dict
     if not isinstance(verdicts, dict):
         raise BadExpectation(f"{path}: not a --verdicts-json file")
     searched_on = data.get("deployment")
-    if searched_on is not None and not (
-        isinstance(searched_on, dict) and set(searched_on) == {"bus", "nodes"}
-    ):
-        raise BadExpectation(f'{path}: "deployment" is not {{"bus": ..., "nodes": ...}}')
+    if searched_on is not None:
+        try:
+            searched_on = Deployment.from_record(searched_on)
+        except DeploymentRefused as bad:
+            raise BadExpectation(f'{path}: "deployment" is {bad}') from None
     return str(data.get("agentscope_version") or version), verdicts, searched_on
-
-
-def _options(deployment: dict) -> tuple[str, ...]:
-    """The suite's options for a deployment (none for the fake bus)."""
-    checked = Deployment(**deployment)
-    return () if checked == Deployment() else ("--bus", checked.bus, "--nodes", str(checked.nodes))
-
-
-def _said(options: tuple[str, ...]) -> dict:
-    """The deployment the suite's options ``--bus B --nodes N`` select."""
-    args = list(options)
-
-    def value(flag: str) -> str | None:
-        return args[args.index(flag) + 1] if flag in args[:-1] else None
-
-    nodes = value("--nodes")
-    chosen = Deployment.of(value("--bus"), int(nodes) if nodes and nodes.isdigit() else None)
-    return {"bus": chosen.bus, "nodes": chosen.nodes}

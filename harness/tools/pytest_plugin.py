@@ -222,16 +222,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
-def _deployment_in_use() -> str:
+def _deployment_in_use() -> Deployment:
     import properties.machine  # pylint: disable=import-outside-toplevel
 
-    return str(properties.machine.DEPLOYMENT)
-
-
-def _deployment_searched() -> dict:
-    import properties.machine  # pylint: disable=import-outside-toplevel
-
-    return {"bus": properties.machine.DEPLOYMENT.bus, "nodes": properties.machine.DEPLOYMENT.nodes}
+    return properties.machine.DEPLOYMENT
 
 
 # ── counterexamples ───────────────────────────────────────────────────
@@ -372,7 +366,8 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.line(line)
     target = config.getoption("--verdicts-json")
     if target:
-        verdicts.write_json(Path(target), _VERDICTS, _deployment_searched())
+        searched_on = _deployment_in_use()
+        verdicts.write_json(Path(target), _VERDICTS, {"bus": searched_on.bus, "nodes": searched_on.nodes})
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

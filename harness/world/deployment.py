@@ -8,6 +8,7 @@ deployment runs.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 BUSES = ("fake", "redis")
@@ -42,6 +43,32 @@ class Deployment:
         if nodes is None:
             nodes = DEFAULT_REDIS_NODES if bus == "redis" else 1
         return cls(bus, nodes)
+
+    @classmethod
+    def from_options(cls, options: Sequence[str]) -> "Deployment":
+        """The deployment the suite's options ``--bus B --nodes N`` select
+        (either may be missing)."""
+        args = list(options)
+
+        def value(flag: str) -> str | None:
+            return args[args.index(flag) + 1] if flag in args[:-1] else None
+
+        nodes = value("--nodes")
+        if nodes is not None and not nodes.isdigit():
+            raise DeploymentRefused(f"--nodes must be a number, not {nodes!r}")
+        return cls.of(value("--bus"), None if nodes is None else int(nodes))
+
+    @classmethod
+    def from_record(cls, record: object) -> "Deployment":
+        """From ``{"bus": ..., "nodes": ...}`` as a verdicts file says it."""
+        if not (isinstance(record, dict) and set(record) == {"bus", "nodes"}
+                and isinstance(record["bus"], str) and type(record["nodes"]) is int):
+            raise DeploymentRefused(f'not {{"bus": "<name>", "nodes": <number>}}: {record!r}')
+        return cls(record["bus"], record["nodes"])
+
+    def options(self) -> tuple[str, ...]:
+        """The suite's options that select it (none for the fake bus)."""
+        return () if self == Deployment() else ("--bus", self.bus, "--nodes", str(self.nodes))
 
     def configuration(self) -> dict:
         """What a story records: nothing for the fake bus (stories written
