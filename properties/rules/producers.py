@@ -15,7 +15,7 @@ from .vocabulary import on
 
 #: What a delivery's rule chooses: where the payload comes from, whose
 #: inbox it lands in, and (with several nodes) which node serves it.
-DELIVERY = dict(source=Chosen("sources"), to=Where("exists"), node=OnNode())
+DELIVERY = dict(source=Chosen("sources"), to=Where("exists", favour="has_run"), node=OnNode())
 
 
 class ProducerRules:
