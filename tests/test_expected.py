@@ -227,3 +227,15 @@ def test_recording_without_a_file_keeps_the_default_files_settings(tmp_path, mon
     again = json.loads(default.read_text(encoding="utf-8"))
     assert again["deployment"] == ["--bus", "redis", "--nodes", "2"]
     assert again["properties"] == list(seeds)
+
+
+@pytest.mark.parametrize("deployment", ["redis", ["--bus", "redis", "--nodes", "²"],
+                                        ["--bus", "redis", "--nodes", "-1"], ["--nodes", 2]])
+def test_a_malformed_deployment_in_an_expectation_is_an_error(tmp_path, capsys, deployment):
+    run = {code: entry for code, entry in _run().items() if code in ("I1", "I2")}
+    expectation = _expectation(tmp_path, run)
+    written = json.loads(expectation.read_text(encoding="utf-8"))
+    expectation.write_text(json.dumps({**written, "deployment": deployment}), encoding="utf-8")
+    assert expected.expect(expectation, known_path=KNOWN_PATH,
+                           verdicts_json=_saved(tmp_path, run, {"bus": "fake", "nodes": 1})) == 2
+    assert "hitl-harness expect: error:" in capsys.readouterr().err

@@ -64,11 +64,12 @@ def test_a_write_that_may_have_changed_any_session_changes_every_version(kernel,
     assert storage.version_of("a") != a
 
 
-def test_the_sessions_made_are_known_until_an_upsert_does_not_finish(kernel):
+def test_the_sessions_upserted_are_known_once_each_until_an_upsert_does_not_finish(kernel):
     storage = AccountedStorage(Store(), kernel)
     kernel.run_uncontrolled(storage.upsert_session("u", "agent-1", config=None))
     kernel.run_uncontrolled(storage.upsert_session("u", "agent-2", config=None, session_id="s-2"))
-    assert storage.sessions_made() == [("agent-1", "s-agent-1"), ("agent-2", "s-2")]
+    kernel.run_uncontrolled(storage.upsert_session("u", "agent-1", config=None))  # an update
+    assert storage.sessions_upserted() == [("agent-1", "s-agent-1"), ("agent-2", "s-2")]
     with pytest.raises(ValueError):
         kernel.run_uncontrolled(storage.upsert_session("u", "agent-3", config="refused"))
-    assert storage.sessions_made() is None
+    assert storage.sessions_upserted() is None

@@ -219,7 +219,7 @@ def expect(
         said = None if write and not path.is_file() else load(path)
         if said is not None:  # recorded again, a file keeps its properties
             properties = properties or tuple(said.get("properties") or ())
-        deployment = _deployment(deployment, path, said, verdicts_json, searched_on)
+        deployment = _agreed_deployment(deployment, path, said, verdicts_json, searched_on)
         if verdicts_json is None:
             print(f"running the property suite (ci profile) on {agentscope_under_test.describe()}; "
                   f"pytest's output: {log}", flush=True)
@@ -263,7 +263,7 @@ def _selecting(properties: tuple[str, ...]) -> tuple[str, ...]:
     return ("-k", " or ".join(f"{code}-" for code in properties)) if properties else ()
 
 
-def _deployment(
+def _agreed_deployment(
     asked: tuple[str, ...],
     path: Path,
     said: dict | None,
@@ -271,16 +271,17 @@ def _deployment(
     searched_on: Deployment | None,
 ) -> tuple[str, ...]:
     """The suite's options for the deployment the run is (or was) searched
-    on: what the command line ``asked``, what the expectation at ``path``
-    ``said``, and what a saved run was ``searched_on`` must agree, and the
-    first one given decides (none: the fake bus)."""
+    on, which three sources must agree on, each when it says one: the
+    command line's options (``asked``), the expectation read from ``path``
+    (``said``), and the deployment a saved run was ``searched_on``. None
+    saying one: the fake bus."""
     stated = {}
     if searched_on is not None:
         stated[f"{verdicts_json} was searched on"] = searched_on
     if asked:
         stated["the command line asks for"] = Deployment.from_options(asked)
     if said is not None:
-        stated[f"{path} is of"] = Deployment.from_options(said.get("deployment") or ())
+        stated[f"{path} is of"] = Deployment.from_options(said.get("deployment") or [])
     if len(set(stated.values())) > 1:
         raise BadExpectation("; ".join(f"{who} {what}" for who, what in stated.items()))
     chosen = next(iter(stated.values()), Deployment())

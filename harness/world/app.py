@@ -116,7 +116,7 @@ class AgentscopeApp:
         through the storage it was handed (see
         :meth:`~harness.world.stage.Stage.forget_story_sessions`)."""
         opened = [(self.agent_id(name), session_id) for name, session_id in self.sessions.items()]
-        made = self.storage.sessions_made() if isinstance(self.storage, AccountedStorage) else None
+        made = self.storage.sessions_upserted() if isinstance(self.storage, AccountedStorage) else None
         # Deleted by name, or never: the primary sessions.
         by_name = {session_id for _, session_id in opened} | {
             member.session_id for member in self.stage.members.values()

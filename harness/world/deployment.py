@@ -48,15 +48,19 @@ class Deployment:
     def from_options(cls, options: Sequence[str]) -> "Deployment":
         """The deployment the suite's options ``--bus B --nodes N`` select
         (either may be missing)."""
+        if isinstance(options, (str, bytes)) or not all(isinstance(arg, str) for arg in options):
+            raise DeploymentRefused(f"not a list of options: {options!r}")
         args = list(options)
 
         def value(flag: str) -> str | None:
             return args[args.index(flag) + 1] if flag in args[:-1] else None
 
         nodes = value("--nodes")
-        if nodes is not None and not nodes.isdigit():
-            raise DeploymentRefused(f"--nodes must be a number, not {nodes!r}")
-        return cls.of(value("--bus"), None if nodes is None else int(nodes))
+        try:
+            count = None if nodes is None else int(nodes)
+        except ValueError:
+            raise DeploymentRefused(f"--nodes must be a whole number, not {nodes!r}") from None
+        return cls.of(value("--bus"), count)
 
     @classmethod
     def from_record(cls, record: object) -> "Deployment":

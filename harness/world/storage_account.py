@@ -4,7 +4,7 @@ agentscope gets an :class:`AccountedStorage` in place of its SQL storage.
 It knows which session each write named (a ``session_id`` argument, or the
 session ``upsert_session`` returned), so that an observation reads a
 session's stored state again only after a write that may have changed it,
-and which sessions ``upsert_session`` made, so that a story's clean-up
+and which sessions ``upsert_session`` wrote, so that a story's clean-up
 lists no agent it need not.
 """
 from __future__ import annotations
@@ -47,8 +47,8 @@ class AccountedStorage(SerialStorage):
         stored record."""
         return self._naming_any, self._naming[session_id]
 
-    def sessions_made(self) -> list[tuple[str, str]] | None:
+    def sessions_upserted(self) -> list[tuple[str, str]] | None:
         """``(agent_id, session_id)`` of each session ``upsert_session``
-        wrote, in order; ``None`` when one did not finish (it may have made
-        a session nobody knows of)."""
-        return None if self._made_unknown else list(self._made)
+        made or updated, once each, in order; ``None`` when one did not
+        finish (it may have made a session nobody knows of)."""
+        return None if self._made_unknown else list(dict.fromkeys(self._made))
