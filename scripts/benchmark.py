@@ -175,10 +175,10 @@ def harness_rates(examples: int) -> tuple[float, float]:
     return runs[0] / elapsed, examples / elapsed
 
 
-def first_failure(code: str) -> tuple[float | None, int]:
+def first_failure(code: str, cap: int = MAX_EXAMPLES, seed: int | None = None) -> tuple[float | None, int]:
     """Wall seconds until a random search of property ``code`` first fails
-    (``None``: it did not within :data:`MAX_EXAMPLES` examples), as the
-    property suite searches it, from an empty example database; and the
+    (``None``: it did not within ``cap`` examples), as the property suite
+    searches it, from an empty example database (``seed``: seeded); and the
     stories it played up to the first failing one (or all it played)."""
     steps = max(BASE["stateful_step_count"], BY_CODE[code].story_steps or 0)
     played, first_failing = [0], [0]
@@ -189,11 +189,13 @@ def first_failure(code: str) -> tuple[float | None, int]:
             first_failing[0] = played[0]
 
     machine = _telling(machine_for(code), count_stories)
+    if seed is not None:
+        machine._hypothesis_internal_use_seed = seed  # pylint: disable=protected-access
     start = time.perf_counter()
     try:
         run_state_machine_as_test(
             machine,
-            settings=settings(max_examples=MAX_EXAMPLES, phases=[Phase.generate],
+            settings=settings(max_examples=cap, phases=[Phase.generate],
                               **{**BASE, "stateful_step_count": steps}),
         )
     except InvariantViolated as violation:

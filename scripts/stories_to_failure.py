@@ -1,0 +1,52 @@
+"""How many stories a property's search plays before it first fails, seed
+by seed: a search's luck, apart from the machine's speed.
+
+    python scripts/stories_to_failure.py I1 [--seeds 24] [--first 0] [--cap 300]
+
+For each seed from ``--first`` on, it searches the property as the suite
+searches it (its own machine and story length, Hypothesis' generate phase
+only, no example database), seeded, and prints the stories up to the first
+failing one (``-``: none within ``--cap`` examples; a failure of another
+property counts as none), then their median (a search that did not fail
+counts as more than any that did).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from benchmark import first_failure  # noqa: E402
+from harness.tools import profiles  # noqa: E402
+from harness.world import agentscope_under_test  # noqa: E402
+from harness.world.quiet import silence_agentscope  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("code")
+    parser.add_argument("--seeds", type=int, default=24)
+    parser.add_argument("--first", type=int, default=0)
+    parser.add_argument("--cap", type=int, default=300)
+    args = parser.parse_args()
+    profiles.without_local_constants()  # as the property suite searches
+    silence_agentscope()
+    print(f"stories to {args.code}'s first failure on {agentscope_under_test.describe()}")
+    found = []
+    for seed in range(args.first, args.first + args.seeds):
+        seconds, played = first_failure(args.code, cap=args.cap, seed=seed)
+        stories = None if seconds is None else played
+        found.append(stories)
+        print(f"seed {seed}: {'-' if stories is None else stories}", flush=True)
+    ranked = [float("inf") if n is None else n for n in found]
+    print(f"median {statistics.median(ranked):g} stories over {len(found)} seeds "
+          f"({sum(n is None for n in found)} without a failure within {args.cap} examples)")
+
+
+if __name__ == "__main__":
+    main()
