@@ -21,11 +21,11 @@ from properties.story.shrink import search
 from properties.violation import InvariantViolated
 from properties.machine import machine_enforcing
 
-#: Three shapes of the same bug, each with the rules it needs.
 #: How many stories each shape's search may play: a worker parked on an
 #: external job is met later in the derandomized search (story 373).
 EXAMPLES = {"team-worker-submitted": 400}
 
+#: Three shapes of the same bug, each with the rules it needs.
 SCENARIOS = {
     "team-worker-asking": dict(
         turns=("calls GatedAction",),

@@ -26,17 +26,17 @@ class AccountedStorage(SerialStorage):
         #: every ``delete_...`` (a leader's cascades to its team members'
         #: sessions) and every write that did not finish.
         self._naming_any = 0
-        self._made: list[tuple[str, str]] = []
-        self._made_unknown = False
+        self._upserted: list[tuple[str, str]] = []
+        self._upsert_unfinished = False
 
     def written(self, name: str, arguments: dict[str, Any], result: Any, done: bool) -> None:
         session_id = arguments.get("session_id")
         if name == "upsert_session":
             if done:
                 session_id = result.id
-                self._made.append((result.agent_id, result.id))
+                self._upserted.append((result.agent_id, result.id))
             else:
-                self._made_unknown = True
+                self._upsert_unfinished = True
         if done and session_id and not name.startswith("delete_"):
             self._naming[session_id] += 1
         else:
@@ -51,4 +51,4 @@ class AccountedStorage(SerialStorage):
         """``(agent_id, session_id)`` of each session ``upsert_session``
         made or updated, once each, in order; ``None`` when one did not
         finish (it may have made a session nobody knows of)."""
-        return None if self._made_unknown else list(dict.fromkeys(self._made))
+        return None if self._upsert_unfinished else list(dict.fromkeys(self._upserted))

@@ -54,8 +54,8 @@ class StoryDiverged(StepDoesNotApply):
 class Where:
     """A session for which the machine's question ``question`` holds (with
     ``opened=False`` also a member of the cast with no session yet). With
-    ``favour`` (another question), half the draws pick among the sessions
-    for which that one holds too, when some but not all do: a delivery
+    ``favour`` (another question), at least half the draws pick among the
+    sessions for which that one holds too, when some but not all do: a delivery
     favours a session whose run is live, where a payload can meet it (a
     random search then meets F1 after a median of 15.5 stories, not 36)."""
 
