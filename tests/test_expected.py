@@ -239,3 +239,9 @@ def test_a_malformed_deployment_in_an_expectation_is_an_error(tmp_path, capsys, 
     assert expected.expect(expectation, known_path=KNOWN_PATH,
                            verdicts_json=_saved(tmp_path, run, {"bus": "fake", "nodes": 1})) == 2
     assert "hitl-harness expect: error:" in capsys.readouterr().err
+
+
+def test_a_deployment_record_reads_back_as_itself():
+    for deployment in (Deployment(), Deployment("redis", 2), Deployment("redis", 3)):
+        assert Deployment.from_record(deployment.record()) == deployment
+        assert Deployment.from_options(deployment.options()) == deployment

@@ -366,8 +366,7 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
         terminalreporter.line(line)
     target = config.getoption("--verdicts-json")
     if target:
-        searched_on = _deployment_in_use()
-        verdicts.write_json(Path(target), _VERDICTS, {"bus": searched_on.bus, "nodes": searched_on.nodes})
+        verdicts.write_json(Path(target), _VERDICTS, _deployment_in_use().record())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

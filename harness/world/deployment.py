@@ -70,6 +70,11 @@ class Deployment:
             raise DeploymentRefused(f'not {{"bus": "<name>", "nodes": <number>}}: {record!r}')
         return cls(record["bus"], record["nodes"])
 
+    def record(self) -> dict:
+        """``{"bus": ..., "nodes": ...}``, as a verdicts file says it
+        (:meth:`from_record` reads it back)."""
+        return {"bus": self.bus, "nodes": self.nodes}
+
     def options(self) -> tuple[str, ...]:
         """The suite's options that select it (none for the fake bus)."""
         return () if self == Deployment() else ("--bus", self.bus, "--nodes", str(self.nodes))
