@@ -268,6 +268,12 @@ class HitlMachine(
             failure.counterexample = describe_failure(self, failure)
 
 
+def machine_name(codes) -> str:
+    """The name of the machine class enforcing ``codes`` (a shrunk story's
+    program names it as Hypothesis names the class it ran)."""
+    return "HitlMachine_" + "_".join(codes)
+
+
 def machine_enforcing(*codes: str, **narrowing) -> type[HitlMachine]:
     """A :class:`HitlMachine` that enforces only ``codes`` (and optionally
     narrows ``turns`` or ``cast``, or sets flags, which bring their rules)."""
@@ -281,7 +287,7 @@ def machine_enforcing(*codes: str, **narrowing) -> type[HitlMachine]:
         name: played for name, played in ON_SEVERAL_NODES.items()
         if several_nodes and any(hasattr(base, name) for base in bases)
     }
-    name = "HitlMachine_" + "_".join(codes)
+    name = machine_name(codes)
     return type(name, bases, {"checked": frozenset(codes), **narrowing, **choosing_nodes})
 
 

@@ -25,6 +25,7 @@ from dataclasses import replace
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from ..machine import machine_name
 from .playback import StoryEndedEarly, replay
 from .record import Counterexample, Step
 
@@ -124,7 +125,7 @@ def shrink(failure: BaseException, budget: int = MAX_REPLAYS) -> BaseException:
         f"{len(_played(shrinker.found))} steps Hypothesis found, in {shrinker.replays} replays.",
     )
     if shortest is not failure:
-        shortest.add_note(f"state = HitlMachine_{'_'.join(story.machine['enforcing'])}()")
+        shortest.add_note(f"state = {machine_name(story.machine['enforcing'])}()")
         for step in story.steps:
             shortest.add_note(f"state.{step.call()}")
     return shortest
