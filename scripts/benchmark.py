@@ -20,7 +20,8 @@ measure to the same spells of it.
   F1's story), natural scheduling (``--naive`` examples); examples per
   second, and how many examples showed F1's error reply;
 - **harness**: agentscope runs per second inside the property suite's
-  examples and examples per second (I6's search, ``--examples``), and
+  examples and examples per second (I6's search as the suite runs it: its
+  own cast and bus faults, ``--examples``), and
   seconds to the first failure of each finding the installed release has,
   searched as the property suite searches it (median of ``--runs`` random
   searches from an empty example database, shrinking not counted), with
@@ -58,7 +59,7 @@ from harness.world import agentscope_under_test  # noqa: E402
 from harness.world.quiet import silence_agentscope  # noqa: E402
 from harness.world.stage import Stage  # noqa: E402
 from properties.catalog import BY_CODE  # noqa: E402
-from properties.machine import machine_enforcing, machine_for  # noqa: E402
+from properties.machine import machine_for  # noqa: E402
 from properties.violation import InvariantViolated  # noqa: E402
 
 BASE = dict(deadline=None, database=None, suppress_health_check=list(HealthCheck), stateful_step_count=10)
@@ -158,13 +159,14 @@ def _telling(machine: type, story_ended) -> type:
 
 
 def harness_rates(examples: int) -> tuple[float, float]:
-    """(agentscope runs per second, examples per second) inside I6's search."""
+    """(agentscope runs per second, examples per second) inside I6's search,
+    on the machine the suite searches it with."""
     runs = [0]
 
     def count_runs(story) -> None:
         runs[0] += len(story.world.app.registry.spawned)
 
-    machine = _telling(machine_enforcing("I6"), count_runs)
+    machine = _telling(machine_for("I6"), count_runs)
     Stage.shared()  # the process' storage and agents, opened once (not an example's cost)
     start = time.perf_counter()
     run_state_machine_as_test(
