@@ -161,9 +161,10 @@ PROPERTIES: tuple[Property, ...] = (
     Property("I12", "calls-run-as-answered", "each call runs as the user answered it",
              completion.calls_run_as_answered, when=SETTLED,
              machine={"turns": (*TURNS, SEVERAL_CALLS), "cast": WITHOUT_WORKER}),
-    # F4 needs a bus fault armed before the dispatcher meets it, amid every
-    # other rule: over seeds 0-7, stories of twenty steps meet it after a
-    # median of 21 stories, stories of ten after 97.
+    # F4 needs a failed is_locked (or a dropped subscription) armed before
+    # the dispatcher meets it: over seeds 0-7, stories of twenty steps meet
+    # it after a median of 21 stories, stories of ten after 97. Fifty
+    # stories of twenty steps are the budget a hundred of ten were.
     Property("I13", "dispatcher-survives-bus-faults",
              "the wake-up dispatcher survives a failed bus operation",
              liveness.dispatcher_survives,
