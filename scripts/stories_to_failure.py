@@ -5,10 +5,10 @@ by seed: a search's luck, apart from the machine's speed.
 
 For each seed from ``--first`` on, it searches the property as the suite
 searches it (its own machine and story length, Hypothesis' generate phase
-only, no example database), seeded, and prints the stories up to the first
-failing one (``-``: none within ``--cap`` examples; a failure of another
-property counts as none), then their median (a search that did not fail
-counts as more than any that did).
+only, no example database), seeded, and prints the stories up to the
+failing one Hypothesis keeps (``-``: none within ``--cap`` examples; a
+failure of another property counts as none), then their median (a search
+that did not fail counts as more than any that did).
 """
 from __future__ import annotations
 
