@@ -171,6 +171,22 @@ def _telling(machine: type, story_ended) -> type:
     return machine
 
 
+def _search(code: str, story_ended, examples: int, seed: int | None) -> None:
+    """Property ``code``'s search as the suite runs it (its machine and
+    story length, Hypothesis' generate phase only, no example database),
+    seeded with ``seed``, calling ``story_ended(story)`` as each story ends;
+    what the search raises goes on."""
+    machine = _telling(machine_for(code), story_ended)
+    if seed is not None:
+        machine._hypothesis_internal_use_seed = seed  # pylint: disable=protected-access
+    steps = max(BASE["stateful_step_count"], BY_CODE[code].story_steps or 0)
+    run_state_machine_as_test(
+        machine,
+        settings=settings(max_examples=examples, phases=[Phase.generate],
+                          **{**BASE, "stateful_step_count": steps}),
+    )
+
+
 #: The machines whose examples the harness's rates are taken in, as the
 #: suite searches them: I6's (leader and solo, bus faults) and I7's (the
 #: full cast, whose leader invites the worker). Both hold on the releases
@@ -188,15 +204,10 @@ def harness_rates(examples: int, seed: int, code: str) -> tuple[int, int, float]
         stories[0] += 1
         runs[0] += len(story.world.app.registry.spawned)
 
-    machine = _telling(machine_for(code), count_runs)
-    machine._hypothesis_internal_use_seed = seed  # pylint: disable=protected-access
     Stage.shared()  # the process' storage and agents, opened once (not an example's cost)
     start = time.perf_counter()
     try:
-        run_state_machine_as_test(
-            machine,
-            settings=settings(max_examples=examples, phases=[Phase.generate], **BASE),
-        )
+        _search(code, count_runs, examples, seed)
     except InvariantViolated:
         pass
     return stories[0], runs[0], time.perf_counter() - start
@@ -214,22 +225,14 @@ def first_failure(code: str, cap: int = MAX_EXAMPLES, seed: int | None = None) -
     stops as that story ends. An earlier story may have failed too, and be
     discarded by Hypothesis (a story that ran out of choices before its
     end, whose failure showed in its teardown): it is not counted."""
-    steps = max(BASE["stateful_step_count"], BY_CODE[code].story_steps or 0)
     ended: list[tuple[float, bool]] = []  # each story's end, and whether it failed
 
     def count_stories(story) -> None:
         ended.append((time.perf_counter(), story._failed))  # pylint: disable=protected-access
 
-    machine = _telling(machine_for(code), count_stories)
-    if seed is not None:
-        machine._hypothesis_internal_use_seed = seed  # pylint: disable=protected-access
     start = time.perf_counter()
     try:
-        run_state_machine_as_test(
-            machine,
-            settings=settings(max_examples=cap, phases=[Phase.generate],
-                              **{**BASE, "stateful_step_count": steps}),
-        )
+        _search(code, count_stories, cap, seed)
     except InvariantViolated as violation:
         kept = len(ended) - 1
         if violation.code == code and kept >= 1 and ended[kept - 1][1]:
@@ -256,7 +259,7 @@ def main() -> None:
     floor(args.rounds // 4, args.session_runs)  # warming up
     naive(1)
     harness_rates(3, seed=args.turns, code=RATE_MACHINES[0])
-    floors, naives, harnesses = [], [], []
+    floors, naives = [], []
     by_machine: dict[str, list[tuple[int, int, float]]] = {code: [] for code in RATE_MACHINES}
     for turn in range(args.turns):
         floors.append(floor(args.rounds, args.session_runs))
@@ -264,7 +267,8 @@ def main() -> None:
         silence_agentscope()
         for code in RATE_MACHINES:
             by_machine[code].append(harness_rates(args.examples, seed=turn, code=code))
-        harnesses.append(tuple(map(sum, zip(*(by_machine[code][-1] for code in RATE_MACHINES)))))
+    # Per turn: (stories, runs, seconds) over every machine.
+    harnesses = [tuple(map(sum, zip(*turn))) for turn in zip(*by_machine.values())]
     floor_rate = sum(n for n, _ in floors) / sum(t for _, t in floors)
     naive_examples = sum(n for n, _, _ in naives) / sum(t for _, t, _ in naives)
     naive_found = sum(found for _, _, found in naives)
