@@ -26,7 +26,7 @@ from harness.world.deployment import Deployment
 from harness.world.observation import Observation
 from harness.world.world import World
 
-from . import windows
+from . import rule_choice, windows
 from .catalog import BY_CODE, ON_TRANSITION, PAST_LEASES
 from .ledger import Ledger
 from .rules.agentscope_parties import AgentscopeRules
@@ -122,6 +122,7 @@ class HitlMachine(
 
     def __init__(self) -> None:
         super().__init__()
+        rule_choice.install(self)
         self.world = World(Deployment(self.bus, self.nodes))
         self.ledger = Ledger()
         self._markers = itertools.count(1)

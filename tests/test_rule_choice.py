@@ -1,0 +1,116 @@
+"""A story whose enabled rules cannot act goes on instead of being thrown
+away (:mod:`properties.rule_choice`).
+
+(Hypothesis discards examples for other reasons too, such as an early
+example that outgrows the size it was allowed: only the discards for want
+of a rule that can act are counted.)
+
+The machine below has one rule that can always act and three that can act
+only once a counter moves; swarm testing turns rules off per example, so
+with Hypothesis' own draw some examples can do nothing and are discarded,
+together with what their teardown found. With the harness's draw none is.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.internal.observability import (
+    add_observability_callback,
+    remove_observability_callback,
+)
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+
+from properties import rule_choice
+
+
+def toy_machine(with_story_choice: bool, teardown_finds: bool = False) -> type:
+    class Toy(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            if with_story_choice:
+                rule_choice.install(self)
+            self.moves = 0
+
+        @rule()
+        def move(self) -> None:
+            self.moves += 1
+
+        @precondition(lambda self: self.moves > 0)
+        @rule()
+        def left(self) -> None:
+            pass
+
+        @precondition(lambda self: self.moves > 0)
+        @rule()
+        def right(self) -> None:
+            pass
+
+        @precondition(lambda self: self.moves > 0)
+        @rule()
+        def back(self) -> None:
+            pass
+
+        def teardown(self) -> None:
+            assert not teardown_finds, "the teardown found a violation"
+
+    Toy.__name__ = f"Toy_{with_story_choice}_{teardown_finds}"
+    return Toy
+
+
+#: How Hypothesis words an example discarded because no enabled rule could act.
+NO_RULE_CAN_ACT = "unable to satisfy"
+
+
+def outcomes(machine: type) -> tuple[Counter, BaseException | None]:
+    """The statuses of the examples a seeded search of ``machine`` played
+    (``no rule can act``: discarded for want of an enabled rule that can
+    act), and what the search raised."""
+    seen: Counter = Counter()
+
+    def note(observation) -> None:
+        if observation.type == "test_case" and "shrink" not in (observation.how_generated or ""):
+            no_rule = NO_RULE_CAN_ACT in str(observation.status_reason)
+            seen["no rule can act" if no_rule else observation.status] += 1
+
+    add_observability_callback(note)
+    raised = None
+    try:
+        machine._hypothesis_internal_use_seed = 0  # pylint: disable=protected-access
+        run_state_machine_as_test(machine, settings=settings(
+            max_examples=100, database=None, deadline=None, stateful_step_count=6,
+            phases=[Phase.generate], suppress_health_check=list(HealthCheck),
+        ))
+    except AssertionError as failure:
+        raised = failure
+    finally:
+        remove_observability_callback(note)
+    return seen, raised
+
+
+def test_hypothesis_own_draw_discards_stories_that_cannot_go_on():
+    """The premise: without the harness's draw, examples are discarded."""
+    seen, _ = outcomes(toy_machine(with_story_choice=False))
+    assert seen["no rule can act"] > 0, seen
+
+
+def test_no_story_is_discarded_for_want_of_an_enabled_rule():
+    seen, raised = outcomes(toy_machine(with_story_choice=True))
+    assert raised is None
+    assert seen["no rule can act"] == 0, seen
+    assert seen["passed"] == 100, seen
+
+
+def test_a_teardown_failure_is_kept_from_the_first_story():
+    """The first story's teardown fails; it is the failure reported (no
+    story is thrown away first)."""
+    seen, raised = outcomes(toy_machine(with_story_choice=True, teardown_finds=True))
+    assert raised is not None and "teardown found" in str(raised)
+    assert seen["no rule can act"] == 0 and seen["passed"] == 0, seen
+
+
+def test_a_hypothesis_without_the_rule_strategy_is_refused(monkeypatch):
+    monkeypatch.setattr(rule_choice, "RuleStrategy", None)
+    with pytest.raises(rule_choice.UnsupportedHypothesis, match="RuleStrategy"):
+        toy_machine(with_story_choice=True)()
