@@ -113,18 +113,23 @@ PROPERTIES: tuple[Property, ...] = (
     # A worker's story: the user only asks the leader for help (the
     # invitation), so the search spends its steps on the worker's run,
     # the payloads reaching it and the answers to its card.
+    # Its F1 story goes through the worker, deep for ten steps: seeded
+    # searches meet it within a hundred stories for five seeds of 0-7.
+    # The ci search's fifty stories miss it on 2.0.8 (two hundred meet it);
+    # on Redis with two nodes (twice the stories) four hundred miss it.
     Property("I2", "no-spurious-leader-reminder",
              "no team-leader failure reminder unless a worker failed",
              safety.no_spurious_leader_reminder, needs=(LEADER_REMINDER,),
-             machine={"cast": ("leader", "worker"), "messaged": ()}),
+             machine={"cast": ("leader", "worker"), "messaged": ()}, search_factor=8),
     # Fifty stories reach its producer-check-then-act window only by chance
     # (deliveries that favour live runs drew other ones); a hundred do.
     Property("I3", "no-dangling-inbox-consumer",
              "no inbox consumer registration outlives the runs",
              safety.no_dangling_inbox_consumer, needs=(REGISTRATION,),
              machine={"late_wakeups": True}, search_factor=2),
+    # Fifty stories leave its payload-in-parked-tail window unreached.
     Property("I4", "parked-stays-parked", "parked status is preserved",
-             safety.parked_stays_parked, when=ON_TRANSITION),
+             safety.parked_stays_parked, when=ON_TRANSITION, search_factor=2),
     Property("I5", "payloads-delivered-once-in-order",
              "no inbox payload is lost, duplicated or reordered",
              delivery.payloads_delivered_once_in_order, when=SETTLED,
@@ -145,7 +150,8 @@ PROPERTIES: tuple[Property, ...] = (
              completion.interrupt_not_lost, when=SETTLED,
              # Runs stop at their turn tail, where the card has shown: the
              # window a stop is lost in. (A stop mid-answer is honoured.)
-             machine={"interrupts": True, "cast": WITHOUT_WORKER}),
+             # Fifty stories of the ci search miss F3 on 2.0.8; a hundred meet it.
+             machine={"interrupts": True, "cast": WITHOUT_WORKER}, search_factor=2),
     Property("I10", "failure-reported-once",
              "every reply ends exactly once; each failure is reported once",
              completion.failures_reported_once, when=SETTLED,
@@ -155,9 +161,12 @@ PROPERTIES: tuple[Property, ...] = (
     # worker's invitation and its run's first step strands the invitation
     # (F5). A crash story's settling no longer replays the retries behind
     # the dead lease (harness.kernel.repeats), which made it too dear.
+    # Seeded searches meet it within 3 to 47 stories (seeds 0-12); the ci
+    # search's own seed, with a budget of fifty, does not in fifty-three,
+    # and with two hundred meets it at story 19.
     Property("I11", "nothing-waits-forever", "nothing waits forever",
              liveness.nothing_waits_forever, when=PAST_LEASES,
-             machine={"crashes": True, "turns": (*TURNS, FAILS)}, story_steps=20),
+             machine={"crashes": True, "turns": (*TURNS, FAILS)}, story_steps=20, search_factor=4),
     Property("I12", "calls-run-as-answered", "each call runs as the user answered it",
              completion.calls_run_as_answered, when=SETTLED,
              machine={"turns": (*TURNS, SEVERAL_CALLS), "cast": WITHOUT_WORKER}),

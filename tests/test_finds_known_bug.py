@@ -21,9 +21,9 @@ from properties.story.shrink import search
 from properties.violation import InvariantViolated
 from properties.machine import machine_enforcing
 
-#: How many stories each shape's search may play: a worker parked on an
-#: external job is met later in the derandomized search (story 373).
-EXAMPLES = {"team-worker-submitted": 400}
+#: How many stories each shape's search may play: a worker parked on a
+#: tool call is met late in the derandomized search (beyond story 100).
+EXAMPLES = {"team-worker-asking": 200, "team-worker-submitted": 400}
 
 #: Three shapes of the same bug, each with the rules it needs.
 SCENARIOS = {
