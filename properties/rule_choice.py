@@ -1,5 +1,5 @@
 """How a story chooses its next step: Hypothesis' rule draw, except that a
-story is never thrown away because its enabled rules cannot act.
+story is not thrown away because none of its enabled rules can act.
 
 Hypothesis' stateful draw turns some rules off for a whole example (swarm
 testing, its feature flags) and then draws among the rules that are both
@@ -12,17 +12,16 @@ I14 discarded 14 to 35 % of their stories, most of them this way (I14: 8
 of its 13 discards), and I11's search met its bug at story 9 of seed 0 but
 kept it only at story 108.
 
-Here, when no rule that is on can act, the step is drawn among every rule
-that can (as Hypothesis itself keeps at least one rule on): the story goes
-on instead of vanishing. I11's seeded searches (seeds 0-4) then keep their
-first failure at stories 3, 3, 3, 9 and 47, not 108, 16, 106, 37 and 27;
-I14's median is about the same (45 stories over seeds 0-11, against 38.5).
-While some rule that is on can act, the step is drawn as Hypothesis draws
-it: an index into all the machine's rules, refused unless it names one of
-them, so a shrunk index still names the same rule.
+Here, a step is first drawn exactly as Hypothesis draws it (the same
+choices: a test compares the stories of a seeded search). Only where
+Hypothesis would give up is it drawn among every rule that can act (as
+Hypothesis itself keeps at least one rule on): the story goes on instead
+of vanishing. From that story on the search differs, as Hypothesis then
+explores from a different tree.
 
-This reaches into ``hypothesis.stateful``'s rule strategy (its rules, the
-feature-flag strategy, the validity check), not into agentscope.
+This reaches into Hypothesis' internals (the stateful rule strategy's
+rules, feature-flag strategy and validity check; a filtered
+``sampled_from``'s draw that may come back empty), not into agentscope.
 :func:`install` checks that those parts exist and says which is missing.
 """
 from __future__ import annotations
@@ -30,6 +29,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidDefinition
 from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis.strategies import SearchStrategy
+from hypothesis.strategies._internal.strategies import filter_not_satisfied
 
 try:
     from hypothesis.stateful import RuleStrategy
@@ -44,11 +45,23 @@ class UnsupportedHypothesis(RuntimeError):
     """This Hypothesis lacks a part of its rule draw the harness builds on."""
 
 
+class _FilteredOrNothing(SearchStrategy):
+    """What ``filtered`` (a filtered ``sampled_from``) draws, or
+    ``filter_not_satisfied`` where it would give up."""
+
+    def __init__(self, filtered: SearchStrategy) -> None:
+        super().__init__()
+        self._filtered = filtered
+
+    def do_draw(self, data):
+        return self._filtered.do_filtered_draw(data)
+
+
 if RuleStrategy is not None:
 
     class StoryRuleChoice(RuleStrategy):
-        """Hypothesis' rule strategy, which falls back to every rule that
-        can act when the feature flags leave none."""
+        """Hypothesis' rule strategy, which falls back to the rules that can
+        act when the feature flags leave none."""
 
         def __init__(self, machine: RuleBasedStateMachine) -> None:
             super().__init__(machine)
@@ -58,20 +71,39 @@ if RuleStrategy is not None:
                     f"hypothesis.stateful.RuleStrategy has no {', '.join(missing)}; "
                     "the harness's rule draw needs them (see properties/rule_choice.py)",
                 )
-            self._any_rule = st.sampled_from(self.rules)
+            self._flags = None
+            any_rule = st.sampled_from(self.rules)
+            #: Hypothesis' own draw: a rule that can act and is on.
+            self._enabled = any_rule.filter(self._can_act_and_is_on)
+            if not hasattr(self._enabled, "do_filtered_draw"):
+                raise UnsupportedHypothesis(
+                    "a filtered sampled_from has no do_filtered_draw here; "
+                    "the harness's rule draw needs it (see properties/rule_choice.py)",
+                )
+            self._enabled_or_nothing = _FilteredOrNothing(self._enabled)
+            #: The fallback: a rule that can act.
+            self._can_act = any_rule.filter(self.is_valid)
+
+        def _can_act_and_is_on(self, rule) -> bool:
+            # As Hypothesis: the precondition first, so that a rule that
+            # cannot act draws no flag.
+            return self.is_valid(rule) and self._flags.is_enabled(rule.function.__name__)
 
         def do_draw(self, data):
-            flags = data.draw(self.enabled_rules_strategy)
-            can_act = [r for r in self.rules if self.is_valid(r)]
-            if not can_act:
+            if not any(self.is_valid(rule) for rule in self.rules):
                 names = ", ".join(r.function.__name__ for r in self.rules)
                 raise InvalidDefinition(f"no rule of {type(self.machine).__name__} can act: {names}")
-            on = {r.function.__name__ for r in can_act if flags.is_enabled(r.function.__name__)}
-            allowed = on or {r.function.__name__ for r in can_act}
-            rule = data.draw(self._any_rule.filter(lambda r: r.function.__name__ in allowed))
-            arguments = {
-                name: data.draw(strategy) for name, strategy in rule.arguments_strategies.items()
-            }
+            self._flags = data.draw(self.enabled_rules_strategy)
+            rule = data.draw(self._enabled_or_nothing, label=self._enabled.label)
+            if rule is filter_not_satisfied:
+                rule = data.draw(self._can_act)
+            arguments = {}
+            for name, strategy in rule.arguments_strategies.items():
+                try:
+                    arguments[name] = data.draw(strategy)
+                except Exception as failure:
+                    failure.add_note(f"while drawing {name!r} for rule {rule.function.__name__}")
+                    raise
             return rule, arguments
 
 
