@@ -22,7 +22,9 @@ from properties.violation import InvariantViolated
 from properties.machine import machine_enforcing
 
 #: How many stories each shape's search may play: a worker parked on a
-#: tool call is met late in the derandomized search (beyond story 100).
+#: tool call is met late in the derandomized search (asking for its
+#: confirmation: not within a hundred stories; awaiting an external job:
+#: within three hundred, not two hundred).
 EXAMPLES = {"team-worker-asking": 200, "team-worker-submitted": 400}
 
 #: Three shapes of the same bug, each with the rules it needs.

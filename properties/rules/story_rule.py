@@ -57,7 +57,8 @@ class Where:
     ``favour`` (another question), at least half the draws pick among the
     sessions for which that one holds too, when some but not all do: a delivery
     favours a session whose run is live, where a payload can meet it (a
-    random search then meets F1 after a median of 15.5 stories, not 36)."""
+    random search then met F1 after a median of 15.5 stories, not 36, before
+    the rule draw of :mod:`properties.rule_choice`)."""
 
     question: str
     opened: bool = True
