@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidDefinition
+from hypothesis.internal.conjecture.utils import calc_label_from_cls
 from hypothesis.stateful import RuleBasedStateMachine
 from hypothesis.strategies import SearchStrategy
 from hypothesis.strategies._internal.strategies import filter_not_satisfied
@@ -83,6 +84,11 @@ if RuleStrategy is not None:
             self._enabled_or_nothing = _FilteredOrNothing(self._enabled)
             #: The fallback: a rule that can act.
             self._can_act = any_rule.filter(self.is_valid)
+
+        def calc_label(self) -> int:
+            # The label of Hypothesis' own rule strategy: its shrinker
+            # orders its passes by the labels of a story's spans.
+            return calc_label_from_cls(RuleStrategy)
 
         def _can_act_and_is_on(self, rule) -> bool:
             # As Hypothesis: the precondition first, so that a rule that

@@ -21,12 +21,19 @@ from hypothesis.internal.observability import (
     add_observability_callback,
     remove_observability_callback,
 )
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule, run_state_machine_as_test
+from hypothesis.errors import InvalidDefinition
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    RuleStrategy,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from properties import rule_choice
 
 
-def toy_machine(with_story_choice: bool, teardown_finds: bool = False) -> type:
+def toy_machine(with_story_choice: bool) -> type:
     class Toy(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
@@ -41,22 +48,19 @@ def toy_machine(with_story_choice: bool, teardown_finds: bool = False) -> type:
         @precondition(lambda self: self.moves > 0)
         @rule()
         def left(self) -> None:
-            pass
+            assert self.moves > 0, "left played before its precondition held"
 
         @precondition(lambda self: self.moves > 0)
         @rule()
         def right(self) -> None:
-            pass
+            assert self.moves > 0, "right played before its precondition held"
 
         @precondition(lambda self: self.moves > 0)
         @rule()
         def back(self) -> None:
-            pass
+            assert self.moves > 0, "back played before its precondition held"
 
-        def teardown(self) -> None:
-            assert not teardown_finds, "the teardown found a violation"
-
-    Toy.__name__ = f"Toy_{with_story_choice}_{teardown_finds}"
+    Toy.__name__ = f"Toy_{with_story_choice}"
     return Toy
 
 
@@ -143,6 +147,26 @@ def test_where_hypothesis_can_draw_a_rule_the_draw_is_its_own():
     assert ours == own
     assert any(len(set(story)) == 1 for story in own), own
     assert any(len(set(story)) == 3 for story in own), own
+
+
+def test_its_spans_are_labelled_as_hypothesis_labels_them():
+    machine = toy_machine(with_story_choice=False)()
+    assert rule_choice.StoryRuleChoice(machine).label == RuleStrategy(machine).label
+
+
+def test_a_machine_where_no_rule_can_act_is_an_invalid_definition():
+    class Stuck(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            rule_choice.install(self)
+
+        @precondition(lambda self: False)
+        @rule()
+        def never(self) -> None:
+            pass
+
+    with pytest.raises(InvalidDefinition, match="no rule of Stuck can act: never"):
+        run_state_machine_as_test(Stuck, settings=settings(max_examples=1, database=None))
 
 
 def test_a_hypothesis_without_the_rule_strategy_is_refused(monkeypatch):
