@@ -115,13 +115,15 @@ PROPERTIES: tuple[Property, ...] = (
     # the payloads reaching it and the answers to its card.
     # Its F1 story goes through the worker, deep for ten steps, and rare:
     # the ci search's fifty stories miss it on 2.0.8, and on Redis with two
-    # nodes (twice the stories) four hundred have missed it.
+    # nodes (twice the stories) four hundred missed it under an earlier
+    # form of the rule draw (properties/rule_choice.py).
     Property("I2", "no-spurious-leader-reminder",
              "no team-leader failure reminder unless a worker failed",
              safety.no_spurious_leader_reminder, needs=(LEADER_REMINDER,),
              machine={"cast": ("leader", "worker"), "messaged": ()}, search_factor=8),
-    # Fifty stories reach its producer-check-then-act window only by chance
-    # (deliveries that favour live runs drew other ones); a hundred do.
+    # Fifty stories reached its producer-check-then-act window only by
+    # chance (deliveries that favour live runs drew other ones; measured
+    # before the rule draw changed); a hundred do.
     Property("I3", "no-dangling-inbox-consumer",
              "no inbox consumer registration outlives the runs",
              safety.no_dangling_inbox_consumer, needs=(REGISTRATION,),
@@ -141,7 +143,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("I7", "confirm-resume-completes", "confirm/resume always completes",
              completion.decided_calls_complete, when=SETTLED, search_factor=2),
     # Fifty stories of the ci search miss F2 on 2.0.8; a hundred meet it
-    # (at story 32).
+    # at story 32 (Hypothesis draws its first stories by the budget).
     Property("I8", "parked-message-not-lost",
              "a message to a parked session is refused or reaches the agent",
              delivery.parked_messages_reach_the_agent, when=SETTLED,
@@ -171,8 +173,9 @@ PROPERTIES: tuple[Property, ...] = (
              completion.calls_run_as_answered, when=SETTLED,
              machine={"turns": (*TURNS, SEVERAL_CALLS), "cast": WITHOUT_WORKER}),
     # F4 needs a failed is_locked (or a dropped subscription) armed before
-    # the dispatcher meets it: over seeds 0-7, stories of twenty steps meet
-    # it after a median of 21 stories, stories of ten after 97. Fifty
+    # the dispatcher meets it: over seeds 0-7, stories of twenty steps met
+    # it after a median of 21 stories, stories of ten after 97 (before the
+    # rule draw changed). Fifty
     # stories of twenty steps are the budget a hundred of ten were.
     Property("I13", "dispatcher-survives-bus-faults",
              "the wake-up dispatcher survives a failed bus operation",
@@ -182,7 +185,8 @@ PROPERTIES: tuple[Property, ...] = (
     # leaves room for (a job starts, the user stops the reply, the cancel
     # lands, the job finishes, amid every other rule); longer stories still
     # shrink to the short one. Fifty of them found it only by chance (one
-    # constant less in Hypothesis' pool lost it), a hundred find it.
+    # constant less in Hypothesis' pool lost it, before the rule draw
+    # changed), a hundred find it.
     Property("I14", "background-results-delivered",
              "every finished background job's result reaches the agent once",
              delivery.background_results_delivered, when=SETTLED,

@@ -21,11 +21,11 @@ from properties.story.shrink import search
 from properties.violation import InvariantViolated
 from properties.machine import machine_enforcing
 
-#: How many stories each shape's search may play: a worker parked on a
-#: tool call is met late in the derandomized search (asking for its
-#: confirmation: not within a hundred stories; awaiting an external job:
-#: within three hundred, not two hundred).
-EXAMPLES = {"team-worker-asking": 200, "team-worker-submitted": 400}
+#: How many stories each shape's search may play: each is met late in the
+#: derandomized search (a worker asking for confirmation, and a solo
+#: session fed by a channel: not within a hundred stories, within two
+#: hundred; a worker awaiting an external job: within three hundred).
+EXAMPLES = {"team-worker-asking": 200, "team-worker-submitted": 400, "solo-session-channel": 200}
 
 #: Three shapes of the same bug, each with the rules it needs.
 SCENARIOS = {
