@@ -28,14 +28,14 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidDefinition
-from hypothesis.internal.conjecture.utils import calc_label_from_cls
 from hypothesis.stateful import RuleBasedStateMachine
 from hypothesis.strategies import SearchStrategy
-from hypothesis.strategies._internal.strategies import filter_not_satisfied
 
 try:
+    from hypothesis.internal.conjecture.utils import calc_label_from_cls
     from hypothesis.stateful import RuleStrategy
-except ImportError:  # pragma: no cover - a Hypothesis without it is refused below
+    from hypothesis.strategies._internal.strategies import filter_not_satisfied
+except ImportError:  # pragma: no cover - a Hypothesis without them is refused below
     RuleStrategy = None
 
 #: What :class:`StoryRuleChoice` uses of Hypothesis' own rule strategy.
@@ -117,7 +117,8 @@ def install(machine: RuleBasedStateMachine) -> None:
     """Make ``machine`` draw its steps with :class:`StoryRuleChoice`."""
     if RuleStrategy is None or not hasattr(machine, "_rules_strategy"):
         raise UnsupportedHypothesis(
-            "this Hypothesis has no RuleStrategy or no machine._rules_strategy; "
+            "this Hypothesis lacks RuleStrategy, filter_not_satisfied, "
+            "calc_label_from_cls or machine._rules_strategy; "
             "the harness's rule draw needs them (see properties/rule_choice.py)",
         )
     machine._rules_strategy = StoryRuleChoice(machine)  # pylint: disable=protected-access
