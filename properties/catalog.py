@@ -90,6 +90,11 @@ class Property:
         """The parts of the property its check leaves out here, and why."""
         return [f"{part}: {absent[f]}" for f, part in self.partly_needs if f in absent]
 
+    def steps_under(self, profile_steps: int) -> int:
+        """How long its stories may be, under a profile whose stories are
+        ``profile_steps`` long."""
+        return max(profile_steps, self.story_steps or 0)
+
     @property
     def at_rest(self) -> bool:
         """Only meaningful once the world has settled."""

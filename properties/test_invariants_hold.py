@@ -28,7 +28,7 @@ def test_invariant_holds(prop: Property) -> None:
     if why is not None:
         # Its verdict is "not applicable" (the pytest plugin says why).
         pytest.skip(f"not applicable: {why}")
-    steps = max(settings.default.stateful_step_count, prop.story_steps or 0)
+    steps = prop.steps_under(settings.default.stateful_step_count)
     # Every action of a story of several nodes also chooses its node: the
     # search gets as many stories per node.
     examples = settings.default.max_examples * properties.machine.DEPLOYMENT.nodes * prop.search_factor

@@ -76,7 +76,7 @@ def search(code: str, examples: int, aim) -> tuple[dict, float]:
             if aim is not None:
                 aim(code, counts)
 
-    steps = max(settings.default.stateful_step_count, BY_CODE[code].story_steps or 0)
+    steps = BY_CODE[code].steps_under(settings.default.stateful_step_count)
     start = time.perf_counter()
     try:
         run_state_machine_as_test(Aimed, settings=settings(

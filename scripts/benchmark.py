@@ -179,7 +179,7 @@ def _search(code: str, story_ended, examples: int, seed: int | None) -> None:
     machine = _telling(machine_for(code), story_ended)
     if seed is not None:
         machine._hypothesis_internal_use_seed = seed  # pylint: disable=protected-access
-    steps = max(BASE["stateful_step_count"], BY_CODE[code].story_steps or 0)
+    steps = BY_CODE[code].steps_under(BASE["stateful_step_count"])
     run_state_machine_as_test(
         machine,
         settings=settings(max_examples=examples, phases=[Phase.generate],

@@ -42,7 +42,7 @@ def count(code: str) -> tuple[str, Counter]:
             outcomes[phase, observation.status] += 1
 
     ci = settings.get_profile("ci")
-    steps = max(ci.stateful_step_count, BY_CODE[code].story_steps or 0)
+    steps = BY_CODE[code].steps_under(ci.stateful_step_count)
     add_observability_callback(note)
     try:
         run_state_machine_as_test(machine_for(code), settings=settings(ci, stateful_step_count=steps))
