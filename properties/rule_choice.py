@@ -46,6 +46,14 @@ class UnsupportedHypothesis(RuntimeError):
     """This Hypothesis lacks a part of its rule draw the harness builds on."""
 
 
+def _lacking(parts: str) -> UnsupportedHypothesis:
+    """The refusal of a Hypothesis that lacks ``parts``."""
+    return UnsupportedHypothesis(
+        f"this Hypothesis lacks {parts}; the harness's rule draw needs them "
+        "(see properties/rule_choice.py)",
+    )
+
+
 class _FilteredOrNothing(SearchStrategy):
     """What ``filtered`` (a filtered ``sampled_from``) draws, or
     ``filter_not_satisfied`` where it would give up."""
@@ -68,19 +76,13 @@ if RuleStrategy is not None:
             super().__init__(machine)
             missing = [name for name in _NEEDED if not hasattr(self, name)]
             if missing:
-                raise UnsupportedHypothesis(
-                    f"hypothesis.stateful.RuleStrategy has no {', '.join(missing)}; "
-                    "the harness's rule draw needs them (see properties/rule_choice.py)",
-                )
+                raise _lacking(", ".join(f"RuleStrategy.{name}" for name in missing))
             self._flags = None
             any_rule = st.sampled_from(self.rules)
             #: Hypothesis' own draw: a rule that can act and is on.
             self._enabled = any_rule.filter(self._can_act_and_is_on)
             if not hasattr(self._enabled, "do_filtered_draw"):
-                raise UnsupportedHypothesis(
-                    "a filtered sampled_from has no do_filtered_draw here; "
-                    "the harness's rule draw needs it (see properties/rule_choice.py)",
-                )
+                raise _lacking("a filtered sampled_from's do_filtered_draw")
             self._enabled_or_nothing = _FilteredOrNothing(self._enabled)
             #: The fallback: a rule that can act.
             self._can_act = any_rule.filter(self.is_valid)
@@ -116,9 +118,8 @@ if RuleStrategy is not None:
 def install(machine: RuleBasedStateMachine) -> None:
     """Make ``machine`` draw its steps with :class:`StoryRuleChoice`."""
     if RuleStrategy is None or not hasattr(machine, "_rules_strategy"):
-        raise UnsupportedHypothesis(
-            "this Hypothesis lacks RuleStrategy, filter_not_satisfied, "
-            "calc_label_from_cls or machine._rules_strategy; "
-            "the harness's rule draw needs them (see properties/rule_choice.py)",
+        raise _lacking(
+            "RuleStrategy, filter_not_satisfied, calc_label_from_cls "
+            "or machine._rules_strategy",
         )
     machine._rules_strategy = StoryRuleChoice(machine)  # pylint: disable=protected-access
