@@ -64,6 +64,16 @@ def toy_machine(with_story_choice: bool) -> type:
     return Toy
 
 
+def seeded_search(machine: type, examples: int) -> None:
+    """Search ``machine`` with seed 0: Hypothesis' generate phase only,
+    stories of six steps."""
+    machine._hypothesis_internal_use_seed = 0  # pylint: disable=protected-access
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=examples, database=None, deadline=None, stateful_step_count=6,
+        phases=[Phase.generate], suppress_health_check=list(HealthCheck),
+    ))
+
+
 #: How Hypothesis words an example discarded because no enabled rule could act.
 NO_RULE_CAN_ACT = "unable to satisfy"
 
@@ -82,11 +92,7 @@ def outcomes(machine: type) -> tuple[Counter, BaseException | None]:
     add_observability_callback(note)
     raised = None
     try:
-        machine._hypothesis_internal_use_seed = 0  # pylint: disable=protected-access
-        run_state_machine_as_test(machine, settings=settings(
-            max_examples=100, database=None, deadline=None, stateful_step_count=6,
-            phases=[Phase.generate], suppress_health_check=list(HealthCheck),
-        ))
+        seeded_search(machine, examples=100)
     except AssertionError as failure:
         raised = failure
     finally:
@@ -131,11 +137,7 @@ def stories_drawn(with_story_choice: bool) -> list[str]:
         def c(self) -> None:
             stories[-1] += "c"
 
-    Free._hypothesis_internal_use_seed = 0  # pylint: disable=protected-access
-    run_state_machine_as_test(Free, settings=settings(
-        max_examples=40, database=None, deadline=None, stateful_step_count=6,
-        phases=[Phase.generate], suppress_health_check=list(HealthCheck),
-    ))
+    seeded_search(Free, examples=40)
     return stories
 
 
