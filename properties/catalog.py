@@ -95,6 +95,13 @@ class Property:
         ``profile_steps`` long."""
         return max(profile_steps, self.story_steps or 0)
 
+    def examples_under(self, profile_examples: int, nodes: int = 1) -> int:
+        """How many stories its search plays, under a profile that plays
+        ``profile_examples``, in a deployment of ``nodes`` nodes (every
+        action of a story of several nodes also chooses its node: the
+        search gets as many stories per node)."""
+        return profile_examples * nodes * self.search_factor
+
     @property
     def at_rest(self) -> bool:
         """Only meaningful once the world has settled."""

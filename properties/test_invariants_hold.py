@@ -29,7 +29,5 @@ def test_invariant_holds(prop: Property) -> None:
         # Its verdict is "not applicable" (the pytest plugin says why).
         pytest.skip(f"not applicable: {why}")
     steps = prop.steps_under(settings.default.stateful_step_count)
-    # Every action of a story of several nodes also chooses its node: the
-    # search gets as many stories per node.
-    examples = settings.default.max_examples * properties.machine.DEPLOYMENT.nodes * prop.search_factor
+    examples = prop.examples_under(settings.default.max_examples, properties.machine.DEPLOYMENT.nodes)
     search(machine_for(prop.code), settings(stateful_step_count=steps, max_examples=examples))

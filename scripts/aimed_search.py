@@ -80,7 +80,7 @@ def search(code: str, examples: int, aim) -> tuple[dict, float]:
     start = time.perf_counter()
     try:
         run_state_machine_as_test(Aimed, settings=settings(
-            max_examples=examples * BY_CODE[code].search_factor, stateful_step_count=steps,
+            max_examples=BY_CODE[code].examples_under(examples), stateful_step_count=steps,
             phases=[p for p in settings.default.phases if p is not Phase.shrink]))
     except Exception:  # pylint: disable=broad-except  # a violation ends the search; its windows still count
         pass

@@ -43,9 +43,11 @@ def count(code: str) -> tuple[str, Counter]:
 
     ci = settings.get_profile("ci")
     steps = BY_CODE[code].steps_under(ci.stateful_step_count)
+    examples = BY_CODE[code].examples_under(ci.max_examples)
     add_observability_callback(note)
     try:
-        run_state_machine_as_test(machine_for(code), settings=settings(ci, stateful_step_count=steps))
+        run_state_machine_as_test(machine_for(code), settings=settings(
+            ci, stateful_step_count=steps, max_examples=examples))
         verdict = "holds"
     except InvariantViolated:
         verdict = "VIOLATED"
