@@ -23,6 +23,13 @@ The script:
 4. B: once the wake-up channel has a subscriber again (``PUBSUB
    NUMSUB``), a third payload is delivered. 3 s later: the same
    questions.
+5. C: a session of a second agent, ``leader``, parked on ``ExternalJob``
+   before the drop (its model called the external tool; the call is
+   ``SUBMITTED`` and its reply has not ended), gets the job's result
+   through the chat endpoint, which queues a ``resume`` trigger. 3 s
+   later: was a run spawned for it, and does the stored context hold the
+   call's result? (The harness's I7, "confirm/resume always completes",
+   found by I6's search on 2.0.11: ``counterexamples/I7-84fbe890``.)
 
 What happens (2.0.8 and 2.0.11, redis-py 8.1.0, Debian's redis-server
 7.0.15): the pending ``get_message`` raises
@@ -35,13 +42,16 @@ a pool built directly). So the error reaches ``_loop``, which logs "loop
 crashed; subscription ended." and returns: the task is done, with no
 exception on it. No one subscribes to the wake-up channel again. A and B
 each queue a trigger and publish a signal nobody reads, no run is
-spawned, and both payloads wait in solo's inbox. The three
-``CancelDispatcher`` loops die the same way (logged too), so stops would
-go unserved as well; that is reported, not scripted.
+spawned, and both payloads wait in solo's inbox. C's resume is queued
+the same way and never read: no run, and the stored call stays
+``SUBMITTED`` with no result. The three ``CancelDispatcher`` loops
+die the same way (logged too), so stops would go unserved as well; that
+is reported, not scripted.
 
 Exit 1 if the dispatcher stopped dispatching for good (its task ended,
-or nothing delivered after the kill is ever dispatched). Exit 0 if it
-survived, that is, a delivery after the kill was dispatched. Exit 2 if
+or nothing delivered after the kill is ever dispatched, or C's result is
+never resumed). Exit 0 if it survived, that is, a delivery after the
+kill was dispatched and C's result was resumed. Exit 2 if
 the setup failed. Whether the wake-up signal of delivery A is lost while
 the subscriber reconnects is reported on its own line.
 
@@ -57,7 +67,7 @@ Run (from the repository root, with the python of the release to test):
 ``--with-fix`` applies the harness's reference fixes first (among them
 ``resubscribe``, which makes each dispatcher loop subscribe again and the
 wake-up dispatcher drain once when it has): then the loops survive, both
-later deliveries are dispatched and the script exits 0. It also says
+later deliveries are dispatched, C's call completes and the script exits 0. It also says
 whether the cancel dispatcher's three loops still run and are subscribed
 (with the fix they must be; this is part of the verdict then).
 """
@@ -75,6 +85,7 @@ from _app import VERSION, app_on, hint, quiet_agentscope, say  # noqa: E402
 from _redis import RedisServerUnavailable, redis_server  # noqa: E402
 from agentscope.app.message_bus import MessageBusKeys, RedisMessageBus  # noqa: E402
 
+from f9_reply_ends_twice import external_job_parked, result_of, stored_call  # noqa: E402
 from fakes.model import Text  # noqa: E402
 
 
@@ -150,11 +161,11 @@ async def drop_subscription(port: int, tmp: Path, admin) -> int:
             session = await app.add_session(agent, "solo")
             app.script("solo").when_empty = (Text("noted"),)
 
-            spawned: list[str] = []
+            spawned: list[str] = []  # the session of each run spawned
             spawn = app.registry.spawn
 
-            def spawn_and_count(coro, *, session_id, name):
-                spawned.append(name)
+            def spawn_and_count(coro, *, session_id, name=None):
+                spawned.append(session_id)
                 return spawn(coro, session_id=session_id, name=name)
 
             app.registry.spawn = spawn_and_count  # observation only
@@ -165,7 +176,7 @@ async def drop_subscription(port: int, tmp: Path, admin) -> int:
                 task = app.dispatcher._task
                 state = {
                     "dispatcher task done": task.done(),
-                    "runs spawned": len(spawned),
+                    "runs spawned": spawned.count(session),
                     "solo's inbox": await admin.xlen(MessageBusKeys.inbox(session)),
                     "wake-ups queued": await admin.xlen(MessageBusKeys.wakeup_queue()),
                     "wake-up channel subscribers": (await admin.pubsub_numsub(channel))[0][1],
@@ -190,6 +201,21 @@ async def drop_subscription(port: int, tmp: Path, admin) -> int:
                 say("setup failed: the first payload is not in solo's context")
                 return 2
 
+            job_agent = await app.add_agent("leader")
+            job = await app.add_session(job_agent, "leader")
+            job_ui = await app.tap(job)
+            ask = await external_job_parked(app, job_agent, job, job_ui, "leader")
+            call_id = ask["tool_calls"][0]["id"]
+            parked_state, _ = await stored_call(app, job_agent, job, call_id)
+            say(f"   leader parked on ExternalJob before the drop: call {parked_state}, "
+                f"{len(job_ui.reply_ends())} reply end(s)")
+            if job_ui.reply_ends():
+                say("setup failed: leader's reply ended before the job's result")
+                return 2
+            # The tap subscribes too, and would die with the dispatcher's
+            # connection; C is read from storage and the run registry.
+            await job_ui.stop()
+
             killed = await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
             say(f"2. CLIENT KILL TYPE pubsub closed {killed} subscriber connection(s)")
 
@@ -208,6 +234,16 @@ async def drop_subscription(port: int, tmp: Path, admin) -> int:
             await app.settle()
             b = await look("4. B: a delivery once resubscribed (or 10 s on), 3 s on")
             b_dispatched = b["runs spawned"] > a["runs spawned"]
+
+            job_runs = spawned.count(job)
+            await app.post_chat_event(job_agent, job, result_of(ask))
+            await asyncio.sleep(3.0)
+            await app.settle()
+            call_state, results = await stored_call(app, job_agent, job, call_id)
+            resumed = spawned.count(job) > job_runs
+            say(f"5. C: leader's job result after the drop, 3 s on: resume run spawned: {resumed}; "
+                f"stored call {call_state}, its results {results or 'none'}")
+            c_completed = resumed and bool(results)
 
             context = await app.context_texts(agent, session)
             say(
@@ -230,22 +266,30 @@ async def drop_subscription(port: int, tmp: Path, admin) -> int:
 
             dead = b["dispatcher task done"]
             stranded = b["solo's inbox"]
+            if WITH_FIX and not dead and (a_dispatched or b_dispatched) and not c_completed:
+                say(
+                    f"NOT FIXED on agentscope {VERSION}: the wake-up dispatcher survived, "
+                    "but leader's job result was never resumed",
+                )
+                return 1
             if WITH_FIX and cancel_dead and not dead and (a_dispatched or b_dispatched):
                 say(
                     f"NOT FIXED on agentscope {VERSION}: the wake-up dispatcher survived, "
                     "but a cancel dispatcher loop did not",
                 )
                 return 1
-            if dead or not (a_dispatched or b_dispatched):
+            if dead or not (a_dispatched or b_dispatched) or not c_completed:
                 say(
                     f"CONFIRMED on agentscope {VERSION}: after the pub/sub connection "
                     "dropped the wake-up dispatcher no longer dispatches; "
-                    f"{stranded} payload(s) wait in solo's inbox",
+                    f"{stranded} payload(s) wait in solo's inbox; leader's job result "
+                    + ("was resumed" if c_completed else f"was never resumed (call {call_state})"),
                 )
                 return 1
             say(
                 f"not reproduced on agentscope {VERSION}: the dispatcher survived the "
-                "dropped pub/sub connection and dispatched a later delivery",
+                "dropped pub/sub connection, dispatched a later delivery and resumed "
+                "leader's job",
             )
             return 0
 
