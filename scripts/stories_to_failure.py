@@ -8,7 +8,10 @@ searches it (its own machine and story length, Hypothesis' generate phase
 only, no example database), seeded, and prints the stories up to the
 failing one Hypothesis keeps (``-``: none within ``--cap`` examples; a
 failure of another property counts as none), then their median (a search
-that did not fail counts as more than any that did).
+that did not fail counts as more than any that did), and in how many seeds
+the failure came within the ``ci`` profile's budget for the property (the
+stories the suite's ``ci`` search plays on one node). The ``ci`` search is
+one derandomized sample: the seeds show how much margin its verdict has.
 """
 from __future__ import annotations
 
@@ -21,10 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from hypothesis import settings  # noqa: E402
+
 from benchmark import first_failure  # noqa: E402
 from harness.tools import profiles  # noqa: E402
 from harness.world import agentscope_under_test  # noqa: E402
 from harness.world.quiet import silence_agentscope  # noqa: E402
+from properties.catalog import BY_CODE  # noqa: E402
 
 
 def main() -> None:
@@ -46,6 +52,10 @@ def main() -> None:
     ranked = [float("inf") if n is None else n for n in found]
     print(f"median {statistics.median(ranked):g} stories over {len(found)} seeds "
           f"({sum(n is None for n in found)} without a failure within {args.cap} examples)")
+    profiles.register()
+    budget = BY_CODE[args.code].examples_under(settings.get_profile("ci").max_examples)
+    within = sum(n is not None and n <= budget for n in found)
+    print(f"within the ci budget ({budget} stories): {within} of {len(found)} seeds")
 
 
 if __name__ == "__main__":
