@@ -28,7 +28,7 @@ import sys
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 # The scripts run from the repository root (see each script's docstring);
 # make ``fakes`` importable when PYTHONPATH was not set.
@@ -500,3 +500,31 @@ async def app_on(
         if own:
             shutil.rmtree(basedir, ignore_errors=True)
 
+
+def verdict(counted: list, missed: str, fine: str) -> int:
+    """A counted scenario's exit code: 2 if no scenario of ``counted``
+    (``(name, outcome)`` each, an outcome having ``window_hit`` and
+    ``problems()``) hit its window (``missed`` says how), 1 if one that did
+    shows a problem, 0 if none does (``fine`` says what held)."""
+    hit = [(name, o) for name, o in counted if o.window_hit]
+    if not hit:
+        say(f"window not hit on agentscope {VERSION}: {missed}")
+        return 2
+    bad = [(name, o) for name, o in hit if o.problems()]
+    for name, o in bad:
+        say(f"CONFIRMED on agentscope {VERSION} ({name}): " + "; ".join(o.problems()))
+    if bad:
+        return 1
+    say(f"not reproduced on agentscope {VERSION}: {fine}")
+    return 0
+
+
+def run_script(main: Callable[[], Awaitable[int]]) -> None:
+    """Run a confirming script's ``main`` and exit with its code. With
+    ``--with-fix`` the harness's reference fixes are applied first (exit 0
+    is then expected)."""
+    if "--with-fix" in sys.argv[1:]:
+        import reference_fix
+
+        print("reference fixes applied:", ", ".join(p.name for p in reference_fix.apply()))
+    sys.exit(asyncio.run(main()))

@@ -93,7 +93,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, App, app_on, describe, hint, in_memory_peek, say  # noqa: E402
+from _app import App, app_on, describe, hint, in_memory_peek, run_script, say, verdict  # noqa: E402
 from agentscope.app.message_bus import InMemoryMessageBus, MessageBusKeys  # noqa: E402
 from agentscope.event import ConfirmResult, UserConfirmResultEvent  # noqa: E402
 from agentscope.message import ToolCallBlock  # noqa: E402
@@ -374,23 +374,13 @@ async def main() -> int:
         c.report()
         say(f"   problems in the control (not counted): {c.problems() or 'none'}")
 
-    hit = [(name, o) for name, o in counted if o.window_hit]
-    if not hit:
-        say(f"window not hit on agentscope {VERSION}: the cancel did not land in the clean-up")
-        return 2
-    bad = [(name, o) for name, o in hit if o.problems()]
-    for name, o in bad:
-        say(f"CONFIRMED on agentscope {VERSION} ({name}): " + "; ".join(o.problems()))
-    if bad:
-        return 1
-    say(f"not reproduced on agentscope {VERSION}: the stop met the clean-up, and "
-        "either it ended the parked reply or the confirmation still ran the call")
-    return 0
+    return verdict(
+        counted,
+        missed="the cancel did not land in the clean-up",
+        fine="the stop met the clean-up, and either it ended the parked reply or the "
+             "confirmation still ran the call",
+    )
 
 
 if __name__ == "__main__":
-    if "--with-fix" in sys.argv:  # with the reference fixes, exit 0 is expected
-        import reference_fix
-
-        print("reference fixes applied:", ", ".join(p.name for p in reference_fix.apply()))
-    sys.exit(asyncio.run(main()))
+    run_script(main)

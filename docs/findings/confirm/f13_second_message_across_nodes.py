@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, app_on, describe, quiet_agentscope, say  # noqa: E402
+from _app import VERSION, app_on, describe, quiet_agentscope, run_script, say  # noqa: E402
 from _redis import RedisServerUnavailable, redis_server  # noqa: E402
 from agentscope.app.message_bus import RedisMessageBus  # noqa: E402
 
@@ -106,8 +106,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    if "--with-fix" in sys.argv:  # with the reference fixes, exit 0 is expected
-        import reference_fix
-
-        print("reference fixes applied:", ", ".join(p.name for p in reference_fix.apply()))
-    sys.exit(asyncio.run(main()))
+    run_script(main)

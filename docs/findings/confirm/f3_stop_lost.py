@@ -65,7 +65,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, App, app_on, describe, say  # noqa: E402
+from _app import VERSION, App, app_on, describe, run_script, say  # noqa: E402
 from agentscope.app import storage as app_storage  # noqa: E402
 from agentscope.app.message_bus import InMemoryMessageBus, MessageBusKeys  # noqa: E402
 
@@ -247,8 +247,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    if "--with-fix" in sys.argv:  # with the reference fixes, exit 0 is expected
-        import reference_fix
-
-        print("reference fixes applied:", ", ".join(p.name for p in reference_fix.apply()))
-    sys.exit(asyncio.run(main()))
+    run_script(main)
