@@ -279,11 +279,15 @@ async def drop_subscription(port: int, tmp: Path, admin) -> int:
                 )
                 return 1
             if dead or not (a_dispatched or b_dispatched) or not c_completed:
+                seen = []
+                if dead or not (a_dispatched or b_dispatched):
+                    seen.append("the wake-up dispatcher no longer dispatches; "
+                                f"{stranded} payload(s) wait in solo's inbox")
+                seen.append("leader's job result " + (
+                    "was resumed" if c_completed else f"was never resumed (call {call_state})"))
                 say(
                     f"CONFIRMED on agentscope {VERSION}: after the pub/sub connection "
-                    "dropped the wake-up dispatcher no longer dispatches; "
-                    f"{stranded} payload(s) wait in solo's inbox; leader's job result "
-                    + ("was resumed" if c_completed else f"was never resumed (call {call_state})"),
+                    "dropped, " + "; ".join(seen),
                 )
                 return 1
             say(

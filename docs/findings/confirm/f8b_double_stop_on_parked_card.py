@@ -1,9 +1,10 @@
-"""F8b (candidate from I14's search, I10: a reply that never ends): stop,
-stop while a run parked on a confirmation card is in its turn tail.
+"""F8b (F8 on a parked card; I10, a reply that never ends, met by I14's
+search): stop, stop while a run parked on a confirmation card is in its
+turn tail.
 
 The story, from the harness (2.0.8 and 2.0.11; I14's search met it on the
-way, and its 14 steps cut down to 3 still fail: ``counterexamples/
-I10-166735e0``): the user messages ``solo``, whose model calls
+way in stories of 12 and 14 steps, cut down to 3 that still fail:
+``docs/findings/counterexamples/I10-9bf1cf0b``): the user messages ``solo``, whose model calls
 ``GatedAction``; the call parks (``ASKING``) and ``REQUIRE_USER_CONFIRM``
 is published. The run goes on to its turn tail, with nothing in the
 inbox. The user presses stop twice (a double click on the card's stop).
@@ -46,8 +47,8 @@ hook only makes a pending call last as long as a stop request.
 
 Exit codes: 1 if, in A or B, both cancels landed and the reply never
 ended with nothing parked stored, or the consumer registration is left
-behind; 0 if both landed and
-the reply ended with nothing left behind; 2 if the window was missed in
+behind; 0 if both landed and neither happened (the reply ended, or its
+parked state was stored); 2 if the window was missed in
 both.
 
 Run (from the repository root, with the python of the release to test):
@@ -235,7 +236,8 @@ async def main() -> int:
     return verdict(
         counted,
         missed="the second cancel did not land in the clean-up",
-        fine="both cancels met the parked run, its reply ended and nothing was left behind",
+        fine="both cancels met the parked run, and neither the reply nor a registration "
+             "was lost (the reply ended, or its parked state was stored and it still waits)",
     )
 
 
