@@ -78,10 +78,7 @@ class ParkedDoubleStopBus(DoubleStopBus):
     published (a parked run publishes no ``REPLY_END`` before its turn
     tail)."""
 
-    async def publish(self, key: str, payload: dict) -> None:
-        if self.cleanup_call and payload.get("type") == "REQUIRE_USER_CONFIRM":
-            self._ended.add(key.rsplit(":", 1)[-1])
-        await super().publish(key, payload)
+    ARMED_BY = "REQUIRE_USER_CONFIRM"
 
 
 @dataclass
