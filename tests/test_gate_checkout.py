@@ -26,6 +26,7 @@ import pytest
 
 import reference_fix
 from harness.tools.gate import environments, inputs, specs
+from harness.tools import toolchain
 from harness.world import agentscope_under_test
 from properties.story.record import Counterexample
 
@@ -107,6 +108,7 @@ def test_its_environment_installs_it_editable_and_is_built_once(branch, monkeypa
     assert install[:2] == ("pip", "install")
     assert install[install.index("--editable") + 1] == f"{branch.resolve()}[service,storage-sql]"
     assert set(environments.pinned_dependencies()) <= set(install)
+    assert install[install.index("--constraint") + 1] == str(toolchain.LOCK)  # the lock holds it all
     ran.clear()
     assert ensure().cached and ran == []
 

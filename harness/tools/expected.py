@@ -39,6 +39,7 @@ import anyio
 
 from harness.world.deployment import Deployment, DeploymentRefused
 
+from . import toolchain
 from .gate import known as known_list
 from .pytest_plugin import NOT_APPLICABLE
 
@@ -92,6 +93,7 @@ def record(
         "after an intended change.",
         "agentscope": version,
         "profile": profile,
+        "hypothesis": toolchain.hypothesis_version(),
         **({"deployment": list(deployment)} if deployment else {}),
         **({"properties": list(properties)} if properties else {}),
         "verdicts": {
@@ -217,6 +219,9 @@ def expect(
             version, verdicts, searched_on = _read_verdicts(verdicts_json, version)
         path = path or default_path(version)
         said = None if write and not path.is_file() else load(path)
+        note = None if write or said is None else toolchain.version_note(said.get("hypothesis"), str(path))
+        if note:
+            print(f"hitl-harness expect: {note}", file=sys.stderr)
         if said is not None:  # recorded again, a file keeps its properties
             properties = properties or tuple(said.get("properties") or ())
         deployment = _agreed_deployment(deployment, path, said, verdicts_json, searched_on)

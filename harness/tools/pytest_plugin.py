@@ -213,6 +213,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"hitl-harness: reference fix {fix}; hypothesis profile "
         f"{settings._current_profile}",  # pylint: disable=protected-access
         f"hitl-harness: {_deployment_in_use()}",
+        f"hitl-harness: {_toolchain_in_use()}",
     ]
     if ABSENT:  # a release before the consumer registration
         lines.append(
@@ -220,6 +221,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             f"not applicable here: {', '.join(ABSENT)}",
         )
     return lines
+
+
+def _toolchain_in_use() -> str:
+    """Which Hypothesis draws the stories, and whether it is the lock's."""
+    from . import toolchain  # pylint: disable=import-outside-toplevel
+
+    drift = toolchain.drift()
+    state = (
+        "no lock here" if not toolchain.locked()
+        else f"NOT the lock: {', '.join(drift)}" if drift
+        else "as locked"
+    )
+    return f"hypothesis {toolchain.hypothesis_version()}, toolchain {state}"
 
 
 def _deployment_in_use() -> Deployment:

@@ -19,6 +19,7 @@ from properties.rules.story_rule import StepDoesNotApply
 from properties.story.playback import StoryEndedEarly, replay
 from properties.story.record import Counterexample, UnreadableStory
 
+from . import toolchain
 from .gate.pregate import CANNOT, NOW_PASSES, STILL
 
 #: Exit codes of ``replay``: it passes now; it still fails (the same way,
@@ -81,6 +82,9 @@ def replay_folder(folder: Path, *, with_fix: bool = False) -> int:
         except reference_fix.FixRefused as refused:
             print(f"--with-fix refused: {refused}")
             return UNREADABLE
+    note = toolchain.version_note(recorded.hypothesis_version, f"{recorded.name}")
+    if note:
+        print(note)
     print(f"replaying {recorded.name} ({len(recorded.steps)} steps, found on agentscope "
           f"{recorded.agentscope_version}) on {agentscope_under_test.describe()}"
           + (" with the reference fix" if with_fix else ""))

@@ -22,11 +22,12 @@ from pathlib import Path
 
 from ..violation import expected_and_actual
 
-#: The version of ``story.json`` this harness writes.
-SCHEMA = 2
+#: The version of ``story.json`` this harness writes (3: with the
+#: Hypothesis that drew the story).
+SCHEMA = 3
 
 #: Versions it can read.
-READABLE = (1, 2)
+READABLE = (1, 2, 3)
 
 
 class UnreadableStory(ValueError):
@@ -62,6 +63,9 @@ class Counterexample:
     agentscope_path: str
     reference_fix: bool
     error_type: str = "InvariantViolated"
+    #: The Hypothesis that drew the story ("" before format 3); a replay
+    #: under another one says so, as its search may go another way.
+    hypothesis_version: str = ""
 
     @property
     def short_id(self) -> str:

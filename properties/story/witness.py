@@ -2,6 +2,8 @@
 that failed, as it was at that moment."""
 from __future__ import annotations
 
+import hypothesis
+
 import reference_fix
 from harness.kernel.controlled_bus import describe_payload
 from harness.world import agentscope_under_test
@@ -36,6 +38,7 @@ def describe_failure(machine, failure: Exception) -> Counterexample:
         agentscope_path=agentscope_under_test.path(),
         reference_fix=reference_fix.is_applied(),
         error_type=type(failure).__name__,
+        hypothesis_version=hypothesis.__version__,
     )
 
 

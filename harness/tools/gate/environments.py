@@ -1,9 +1,11 @@
 """One isolated environment per agentscope, built once with uv and cached.
 
 An environment holds the agentscope a target names and the harness's own
-runtime dependencies at the versions installed here, so every environment
-runs the harness the same way. It is keyed by what was installed (the
-target's identity, those versions and the Python), so a second gate of the
+runtime dependencies at the versions the toolchain lock names
+(``requirements/toolchain.txt``, also passed to uv as constraints, so
+what they need is locked too), so every environment runs the harness the
+same way. It is keyed by what was installed (the target's identity, the
+lock and the Python), so a second gate of the
 same target starts in seconds. The harness itself is not installed into it:
 its packages are put on ``PYTHONPATH`` (see :func:`harness_path`), so the
 environment never depends on how the harness was installed here.
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from .. import toolchain
 from . import index, processes
 from .specs import Target
 
@@ -75,8 +78,15 @@ def cache_root() -> Path:
 
 
 def pinned_dependencies() -> list[str]:
-    """The harness's dependencies at the versions installed here."""
-    return [f"{name}=={metadata.version(name)}" for name in HARNESS_DEPENDENCIES]
+    """The harness's dependencies at the versions the lock names (those
+    installed here when the harness runs without its lock, from a wheel)."""
+    lock = toolchain.locked()
+    return [f"{name}=={lock.get(name) or metadata.version(name)}" for name in HARNESS_DEPENDENCIES]
+
+
+def constraints() -> list[str]:
+    """uv's arguments that hold every install to the lock."""
+    return ["--constraint", str(toolchain.LOCK)] if toolchain.LOCK.is_file() else []
 
 
 def key_of(target: Target) -> str:
@@ -86,6 +96,7 @@ def key_of(target: Target) -> str:
         "target": target.identity,
         "install": list(target.install),
         "dependencies": pinned_dependencies(),
+        "lock": hashlib.sha256(toolchain.LOCK.read_bytes()).hexdigest() if toolchain.LOCK.is_file() else None,
     }
     digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()
     return digest[:16]
@@ -117,6 +128,7 @@ async def ensure(target: Target, say=print) -> Environment:
             "--python",
             str(building / "venv" / "bin" / "python"),
             *index.configured().uv_arguments(),  # the index the releases were listed from
+            *constraints(),
             *target.install,
             *pinned_dependencies(),
         )
