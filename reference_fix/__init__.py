@@ -31,9 +31,15 @@ targets and the properties it makes hold there:
 A fix of several patches ships one diff per release (:data:`FIXES` groups
 them; :mod:`reference_fix.diffs` writes them).
 
-:func:`apply` applies every fix that targets the installed agentscope.
+:func:`apply` applies every fix that targets the installed agentscope,
+each whole (every one of its patches for that release) or not at all: a
+fix one of whose patches does not match the installed source (a modified
+checkout, a fork) is refused, and :func:`apply` says which patch and why.
 """
 from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from . import (
     dispatcher_survival,
@@ -62,25 +68,94 @@ FIXES: dict[str, tuple[SourcePatch, ...]] = {
 PATCHES: tuple[SourcePatch, ...] = tuple(p for fix in FIXES.values() for p in fix)
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A fix that targets the installed agentscope and is not applied: the
+    first of its patches for this release that refused (its method), and
+    why."""
+
+    fix: str
+    method: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.fix} refused: {self.method}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What :func:`apply` did: the fixes applied (each with its patches for
+    this release, all of them applied) and those refused. Iterating it
+    gives the patches applied, in order."""
+
+    applied: dict[str, tuple[SourcePatch, ...]] = field(default_factory=dict)
+    refused: tuple[Refusal, ...] = ()
+
+    @property
+    def fixes(self) -> list[str]:
+        """The names of the fixes applied, in the order of :data:`FIXES`."""
+        return list(self.applied)
+
+    def __iter__(self) -> Iterator[SourcePatch]:
+        return (p for patches in self.applied.values() for p in patches)
+
+    def __len__(self) -> int:
+        return sum(len(patches) for patches in self.applied.values())
+
+
+#: What the last :func:`apply` did (None: none since the last :func:`remove`).
+_OUTCOME: Outcome | None = None
+
+
+def _installed_version() -> str:
+    import agentscope  # pylint: disable=import-outside-toplevel
+
+    return agentscope.__version__
+
+
+def plan() -> Outcome:
+    """Which fixes :func:`apply` would apply to the installed agentscope
+    and which it refuses, from the installed source. A fix applies whole:
+    every one of its patches that targets this release (a patch written
+    for another release, a variant of the fix there, is left out), or
+    none when one of them refuses (its text is not in the source)."""
+    version = _installed_version()
+    applies: dict[str, tuple[SourcePatch, ...]] = {}
+    refusals = []
+    for name, patches in FIXES.items():
+        mine = tuple(p for p in patches if version in p.targets)
+        why = next(((p.where, r) for p in mine if (r := p.refusal()) is not None), None)
+        if why is not None:
+            refusals.append(Refusal(name, *why))
+        elif mine:
+            applies[name] = mine
+    return Outcome(applies, tuple(refusals))
+
+
 def applicable() -> list[SourcePatch]:
-    """The fixes that target the installed agentscope."""
-    return [p for p in PATCHES if p.refusal() is None]
+    """The patches :func:`apply` would apply: every patch for this release
+    of each fix that applies whole."""
+    return list(plan())
+
+
+def refused() -> tuple[Refusal, ...]:
+    """The fixes that target the installed agentscope and would be refused
+    (see :func:`plan`); after :func:`apply`, those it refused."""
+    return _OUTCOME.refused if _OUTCOME is not None else plan().refused
 
 
 def refusal() -> str | None:
     """Why no fix applies to the installed agentscope, in one line (None
     if one does)."""
-    if applicable():
+    planned = plan()
+    if planned.applied:
         return None
-    import agentscope  # pylint: disable=import-outside-toplevel
-
-    return _refusal(agentscope.__version__)
+    return _refusal(_installed_version(), planned.refused)
 
 
-def _refusal(version: str) -> str:
-    targeted = [p for p in PATCHES if version in p.targets]
-    if targeted:  # the release is one the fixes know, its code is not
-        return "; ".join(p.refusal() or "" for p in targeted)
+def _refusal(version: str, refusals: tuple[Refusal, ...] = ()) -> str:
+    if refusals:  # the release is one the fixes know, its code is not
+        return "; ".join(map(str, refusals))
     known = sorted({t for p in PATCHES for t in p.targets}, key=_release_order)
     return f"no reference fix was written for agentscope {version} (the fixes target {', '.join(known)})"
 
@@ -91,22 +166,44 @@ def _release_order(version: str) -> tuple:
     return (Version(version),)
 
 
-def apply() -> list[SourcePatch]:
-    """Apply every fix that targets the installed agentscope; raises
-    :class:`FixRefused` (saying why for each) when none does."""
-    why = refusal()
-    if why is not None:
-        raise FixRefused(why)
-    chosen = applicable()
-    for patch in chosen:
-        patch.apply()
-    return chosen
+def apply() -> Outcome:
+    """Apply every fix that targets the installed agentscope, each whole
+    or not at all (see :func:`plan`; a fix one of whose patches still
+    refuses while it is applied is taken off again and refused). Returns
+    and records what was applied and what refused; raises
+    :class:`FixRefused` (saying why for each) when no fix applies."""
+    global _OUTCOME  # pylint: disable=global-statement
+    planned = plan()
+    if not planned.applied:
+        raise FixRefused(_refusal(_installed_version(), planned.refused))
+    applied: dict[str, tuple[SourcePatch, ...]] = {}
+    refusals = list(planned.refused)
+    for name, patches in planned.applied.items():
+        done: list[SourcePatch] = []
+        try:
+            for patch in patches:
+                if not patch.is_applied():
+                    patch.apply()
+                    done.append(patch)
+        except FixRefused as refused_here:
+            for patch_done in reversed(done):
+                patch_done.remove()
+            refusals.append(Refusal(name, patch.where, str(refused_here)))
+            continue
+        applied[name] = patches
+    outcome = Outcome(applied, tuple(refusals))
+    if not applied:
+        raise FixRefused(_refusal(_installed_version(), outcome.refused))
+    _OUTCOME = outcome
+    return outcome
 
 
 def remove() -> None:
     """Undo :func:`apply`, the last applied first."""
-    for patch in reversed(PATCHES):
+    global _OUTCOME  # pylint: disable=global-statement
+    for patch in reversed([p for patches in FIXES.values() for p in patches]):
         patch.remove()
+    _OUTCOME = None
 
 
 def is_applied() -> bool:
@@ -117,6 +214,17 @@ def is_applied() -> bool:
 def applied() -> list[SourcePatch]:
     """The fixes in effect."""
     return [p for p in PATCHES if p.is_applied()]
+
+
+def status() -> list[str]:
+    """What is in effect, for a report's header: ``ON (name, ...)`` naming
+    the fixes in effect (or ``off``), then one line per fix the last
+    :func:`apply` refused, ``name refused: Class.method: why``."""
+    names = [name for name, patches in FIXES.items() if any(p.is_applied() for p in patches)]
+    lines = [f"ON ({', '.join(names)})" if names else "off"]
+    if _OUTCOME is not None:
+        lines += map(str, _OUTCOME.refused)
+    return lines
 
 
 def _reach(patches: tuple[SourcePatch, ...]) -> tuple[list[str], list[str]]:
@@ -151,14 +259,19 @@ def describe() -> str:
 __all__ = [
     "FIXES",
     "FixRefused",
+    "Outcome",
     "PATCHES",
+    "Refusal",
     "SourcePatch",
     "applicable",
     "applied",
     "apply",
     "describe",
     "is_applied",
+    "plan",
     "refusal",
+    "refused",
     "remove",
+    "status",
     "summary",
 ]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from . import FIXES
+from . import plan
 from .source_patch import FixRefused, SourcePatch
 
 PATCHES_DIR = Path(__file__).resolve().parent.parent / "patches"
@@ -53,13 +53,9 @@ def combined_diff(patches: tuple[SourcePatch, ...] | list[SourcePatch]) -> str:
 
 
 def for_installed() -> dict[str, str]:
-    """Each fix that targets the installed agentscope: its diff."""
-    diffs = {}
-    for name, patches in FIXES.items():
-        mine = [p for p in patches if p.refusal() is None]
-        if mine:
-            diffs[name] = combined_diff(mine)
-    return diffs
+    """Each fix that applies to the installed agentscope (whole, see
+    :func:`reference_fix.plan`): its diff."""
+    return {name: combined_diff(patches) for name, patches in plan().applied.items()}
 
 
 def write() -> list[Path]:

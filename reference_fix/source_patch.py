@@ -92,6 +92,11 @@ class SourcePatch:
         return version
 
     @property
+    def where(self) -> str:
+        """The patched method, ``Class.method`` (a module function: its name)."""
+        return self.method if self.cls is None else f"{self.cls}.{self.method}"
+
+    @property
     def path(self) -> str:
         """The module's path inside an agentscope source tree."""
         return "src/" + self.module.replace(".", "/") + ".py"

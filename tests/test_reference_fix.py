@@ -135,11 +135,12 @@ def test_a_stopped_reply_leaves_its_slow_tool_running_unless_fixed():
         stop_reaches_slow_tools.PATCH.remove()
 
 
-def _probe(name: str, before: str, after: str) -> reference_fix.SourcePatch:
+def _probe(name: str, before: str, after: str, *, more=(), targets=None) -> reference_fix.SourcePatch:
     """A throw-away patch of ``ChatService.interrupt`` on the installed release."""
     return reference_fix.SourcePatch(
         name=name, module="agentscope.app._service._chat", cls="ChatService", method="interrupt",
-        before=before, after=after, targets=(agentscope_under_test.version(),), covers=(), what=name,
+        before=before, after=after, targets=targets or (agentscope_under_test.version(),), covers=(),
+        what=name, more=more,
     )
 
 
@@ -183,3 +184,100 @@ def test_a_release_no_fix_was_written_for_is_refused_in_one_line():
     refusal = reference_fix._refusal("2.0.6")  # pylint: disable=protected-access
     assert refusal.startswith("no reference fix was written for agentscope 2.0.6 (the fixes target 2.0.7, ")
     assert refusal.endswith("2.0.11)") and "\n" not in refusal
+
+
+# ── a fix applies whole or not at all ─────────────────────────────────
+
+#: Two throw-away fixes of ``ChatService.interrupt``: one that applies, and
+#: one whose second patch's second edit is not in the installed source (as
+#: on a modified checkout or a fork).
+WHOLE = _probe("probe-whole", "' not found.\")", "' is not there.\")")
+PARTIAL_FIRST = _probe("probe-partial-1", '{"session_id": session_id}', '{"session_id": session_id, "partial": 1}')
+PARTIAL_SECOND = _probe(
+    "probe-partial-2", "if session is None:", "if session is None:  # partial",
+    more=(("code no release of agentscope has", "code"),),
+)
+
+
+@pytest.fixture
+def fixes(monkeypatch):
+    """Stand-in :data:`reference_fix.FIXES` (the given fixes only), undone
+    afterwards with whatever was recorded."""
+    from agentscope.app._service._chat import ChatService
+
+    original = ChatService.interrupt
+    monkeypatch.setattr(reference_fix, "_OUTCOME", None)
+
+    def use(**fixes_by_name) -> None:
+        monkeypatch.setattr(reference_fix, "FIXES", {n.replace("_", "-"): f for n, f in fixes_by_name.items()})
+
+    yield use
+    reference_fix.remove()
+    assert ChatService.interrupt is original
+
+
+def _interrupt_consts() -> str:
+    from agentscope.app._service._chat import ChatService
+
+    return repr(ChatService.interrupt.__code__.co_consts)
+
+
+def test_a_fix_one_of_whose_patches_does_not_match_is_refused_whole(fixes):
+    fixes(probe_whole=(WHOLE,), probe_partial=(PARTIAL_FIRST, PARTIAL_SECOND))
+    planned = reference_fix.plan()
+    assert planned.fixes == ["probe-whole"] and reference_fix.applicable() == [WHOLE]
+    outcome = reference_fix.apply()
+    assert outcome.fixes == ["probe-whole"] and list(outcome) == [WHOLE]
+    (refused,) = outcome.refused
+    assert (refused.fix, refused.method) == ("probe-partial", "ChatService.interrupt")
+    assert "does not contain the code the probe-partial-2 fix replaces" in refused.reason
+    assert str(refused).startswith("probe-partial refused: ChatService.interrupt: ") and "\n" not in str(refused)
+    assert not PARTIAL_FIRST.is_applied() and not PARTIAL_SECOND.is_applied()
+    assert "' is not there." in _interrupt_consts() and "partial" not in _interrupt_consts()
+    assert reference_fix.refused() == outcome.refused
+
+
+def test_a_patch_that_refuses_only_while_applied_takes_its_fix_off_again(fixes):
+    # In the module's text, so the plan accepts it; not in ``interrupt``,
+    # so applying it refuses, after the fix's first patch was applied.
+    elsewhere = _probe("probe-partial-2", fix.UNGUARDED, fix.UNGUARDED)
+    fixes(probe_whole=(WHOLE,), probe_partial=(PARTIAL_FIRST, elsewhere))
+    if reference_fix.plan().fixes != ["probe-whole", "probe-partial"]:
+        pytest.skip("the installed agentscope lacks the parked-continuation text")
+    outcome = reference_fix.apply()
+    assert outcome.fixes == ["probe-whole"]
+    (refused,) = outcome.refused
+    assert refused.method == "ChatService.interrupt" and "is not in interrupt" in refused.reason
+    assert not PARTIAL_FIRST.is_applied() and "partial" not in _interrupt_consts()
+
+
+def test_a_patch_for_another_release_is_a_variant_not_a_refusal(fixes):
+    other = _probe("probe-other-release", "code no release of agentscope has", "code", targets=("2.0.6",))
+    fixes(probe_whole=(WHOLE, other), probe_elsewhere=(other,))
+    outcome = reference_fix.apply()
+    assert outcome.fixes == ["probe-whole"] and outcome.refused == ()
+    assert list(outcome) == [WHOLE] and not other.is_applied()
+
+
+def test_when_no_fix_applies_it_is_refused_with_each_reason(fixes):
+    fixes(probe_partial=(PARTIAL_FIRST, PARTIAL_SECOND))
+    with pytest.raises(reference_fix.FixRefused, match=r"^probe-partial refused: ChatService\.interrupt: .*probe-partial-2"):
+        reference_fix.apply()
+    assert reference_fix.refusal().startswith("probe-partial refused: ")
+    assert not PARTIAL_FIRST.is_applied() and not reference_fix.is_applied()
+
+
+def test_the_header_names_the_fixes_applied_and_each_refused_one_in_a_line(fixes):
+    from types import SimpleNamespace
+
+    from harness.tools import pytest_plugin
+
+    fixes(probe_whole=(WHOLE,), probe_partial=(PARTIAL_FIRST, PARTIAL_SECOND))
+    config = SimpleNamespace(stash={pytest_plugin._ACTIVE: True})  # pylint: disable=protected-access
+    assert any(line.startswith("hitl-harness: reference fix off;") for line in pytest_plugin.pytest_report_header(config))
+    reference_fix.apply()
+    header = [l for l in pytest_plugin.pytest_report_header(config) if l.startswith("hitl-harness: reference fix")]
+    assert header[0].startswith("hitl-harness: reference fix ON (probe-whole); hypothesis profile ")
+    assert len(header) == 2
+    assert header[1].startswith("hitl-harness: reference fix probe-partial refused: ChatService.interrupt: ")
+    assert "probe-partial-2" in header[1]

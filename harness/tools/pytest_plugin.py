@@ -198,20 +198,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     import reference_fix  # pylint: disable=import-outside-toplevel
 
-    fix = (
-        "ON (" + ", ".join(
-            name for name, patches in reference_fix.FIXES.items()
-            if any(p.is_applied() for p in patches)
-        ) + ")"
-        if reference_fix.is_applied()
-        else "off"
-    )
+    fix, *refused = reference_fix.status()  # each refused fix: one line, why
     from harness.world.surface import ABSENT, INBOX  # pylint: disable=import-outside-toplevel
 
     lines = [
         f"hitl-harness: testing {agentscope_under_test.describe()}",
         f"hitl-harness: reference fix {fix}; hypothesis profile "
         f"{settings._current_profile}",  # pylint: disable=protected-access
+        *(f"hitl-harness: reference fix {line}" for line in refused),
         f"hitl-harness: {_deployment_in_use()}",
         f"hitl-harness: {_toolchain_in_use()}",
     ]

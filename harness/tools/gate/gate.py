@@ -253,6 +253,10 @@ async def _run_one(row: Row, target, build: _Build, options: Options,
     )
     if options.with_fix and not apply_fix:
         say(f"reference fix not applied: {found['fix_refusal']}")
+    if apply_fix:
+        say(f"reference fixes applied: {', '.join(found.get('fix_applies') or [])}")
+        for refused in found.get("fix_refused") or []:  # a fix applies whole or not at all
+            say(f"reference fix {refused}")
     budget = f", budget {runner.minutes(options.budget)}" if options.budget is not None else ""
     say(f"running the properties on agentscope {row.version} at {row.path} "
         f"(profile {options.profile}, reference fix {row.fix}{budget})")

@@ -70,10 +70,10 @@ def probe() -> dict:
         found["fix_refusal"] = reference_fix.refusal()
         from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
 
-        found["fix_covers"] = sorted(
-            {code for p in reference_fix.applicable() for code in p.covers},
-            key=code_order,
-        )
+        planned = reference_fix.plan()  # each fix whole, or refused
+        found["fix_applies"] = planned.fixes
+        found["fix_refused"] = [str(refused) for refused in planned.refused]
+        found["fix_covers"] = sorted({code for p in planned for code in p.covers}, key=code_order)
     except Exception as error:  # pylint: disable=broad-except
         found["fix_refusal"] = _one_line(error)
     return found
