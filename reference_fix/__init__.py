@@ -12,9 +12,13 @@ targets and the properties it makes hold there:
 - :mod:`reference_fix.stop_reaches_slow_tools` (2.0.7–2.0.11): a tool left
   running, unowned, when its reply is stopped inside the offload window
   (I14);
-- :mod:`reference_fix.stops_in_turn_tail` (2.0.7–2.0.11): a stop landing in
-  a run's turn tail or clean-up, which lost the stop after parking (I9),
-  what the run consumed (I5), or the parked call itself (I7);
+- :mod:`reference_fix.clean_up_survives_stops` (2.0.7–2.0.11): cancels
+  landing in a run's clean-up, which lost what the run consumed (I5) or
+  the parked call itself (I7);
+- :mod:`reference_fix.stop_after_parking` (2.0.7–2.0.11; three patches):
+  a user's stop landing after the run parked, which was lost (I9); the
+  interrupt route marks its cancel, so a shutdown or a delete is never
+  taken for a stop;
 - :mod:`reference_fix.message_while_parked` (2.0.7–2.0.11): a message to a
   session parked on a pending call, accepted and then dropped with an
   error; the chat endpoint refuses it (409), and a run that still meets
@@ -42,13 +46,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from . import (
+    clean_up_survives_stops,
     dispatcher_survival,
     inbox_sweeper,
     message_while_parked,
     parked_continuation,
     resubscribe,
+    stop_after_parking,
     stop_reaches_slow_tools,
-    stops_in_turn_tail,
 )
 from .source_patch import FixRefused, SourcePatch
 
@@ -58,7 +63,8 @@ FIXES: dict[str, tuple[SourcePatch, ...]] = {
     "parked-continuation": (parked_continuation.PATCH,),
     "dispatcher-survival": (dispatcher_survival.PATCH,),
     "stop-reaches-slow-tools": (stop_reaches_slow_tools.PATCH,),
-    "stops-in-turn-tail": (stops_in_turn_tail.PATCH, stops_in_turn_tail.PATCH_WITHOUT_NAMING),
+    "clean-up-survives-stops": (clean_up_survives_stops.PATCH,),
+    "stop-after-parking": stop_after_parking.PATCHES,
     "message-while-parked": message_while_parked.PATCHES,
     "resubscribe": resubscribe.PATCHES,
     "inbox-sweeper": inbox_sweeper.PATCHES,

@@ -221,7 +221,7 @@ BREAKAGES = (
     Breakage("I8", story(PARKS, step("user_messages_parked_session", session="solo", via="chat endpoint"),
                          SETTLES), fix="message-while-parked"),
     Breakage("I9", story(sends("leader", "calls GatedAction"), step("user_interrupts", session="leader"),
-                         SETTLES), fix="stops-in-turn-tail"),
+                         SETTLES), fix="stop-after-parking"),
     Breakage("I13", story(PARKS, step("bus_operation_fails", operation="subscription to wake-up signals",
                                       session="solo"), CHANNEL_PAYLOAD, SETTLES), fix="resubscribe"),
     Breakage("I14", story(sends("leader", "starts a background job"), step("user_interrupts", session="leader"),

@@ -1,8 +1,10 @@
-"""The stops-in-turn-tail fix: its stories fail without it and hold with it.
+"""The two fixes for stops after a turn: ``stop-after-parking`` (F3) and
+``clean-up-survives-stops`` (F8, F10). Their stories fail without them and
+hold with them.
 
 Each story is a committed counterexample's (F3: ``I9-*``, two steps; F8:
-``I5-*``, four steps), played on the installed release. The fix also ships
-as a diff per release family, checked against the runtime change.
+``I5-*``, four steps), played on the installed release. Each fix also
+ships as a diff per release, checked against the runtime change.
 """
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ import reference_fix
 from harness.world import agentscope_under_test
 from properties.story.playback import playing
 from properties.violation import InvariantViolated
-from reference_fix import stops_in_turn_tail as fix
-from reference_fix.diffs import diff_path
+from reference_fix import clean_up_survives_stops, stop_after_parking
+from reference_fix.diffs import combined_diff, diff_path
 
 STORY = dict(
     bus_faults=False, cast=["leader", "solo"], crashes=False, interrupts=True,
@@ -23,12 +25,11 @@ STORY = dict(
 )
 
 
-def _patch() -> reference_fix.SourcePatch:
-    """The variant of the fix for the installed release (refused on others)."""
+def _fix(name: str) -> list[reference_fix.SourcePatch]:
+    """The patches of fix ``name`` for the installed release."""
     release = agentscope_under_test.version()
-    chosen = fix.PATCH_WITHOUT_NAMING if release in fix.WITHOUT_NAMING else fix.PATCH
-    if chosen.refusal() is not None:
-        pytest.skip(chosen.refusal())
+    chosen = [p for p in reference_fix.FIXES[name] if release in p.targets]
+    assert chosen and all(p.refusal() is None for p in chosen), f"{name} does not apply to {release}"
     return chosen
 
 
@@ -55,39 +56,63 @@ def _stop_twice_in_turn_tail(story) -> None:
     story.user_interrupts(session="solo")
 
 
+class _Applied:
+    """Applies fixes by name, in the catalog's order; removes them after."""
+
+    def __init__(self) -> None:
+        self.patches: list[reference_fix.SourcePatch] = []
+
+    def __call__(self, *names: str) -> None:
+        for name in reference_fix.FIXES:
+            if name in names:
+                for patch in _fix(name):
+                    patch.apply()
+                    self.patches.append(patch)
+
+
 @pytest.fixture
 def applied():
-    patch = _patch()
     was = reference_fix.is_applied()
     if was:
         reference_fix.remove()
-    yield patch
-    patch.remove()
+    fixes = _Applied()
+    yield fixes
+    for patch in reversed(fixes.patches):
+        patch.remove()
     if was:
         reference_fix.apply()
 
 
 def test_a_stop_once_the_card_shows_is_lost_unless_fixed(applied):
     assert "I9" in _violation("I9", _stop_once_parked)
-    applied.apply()
+    applied("clean-up-survives-stops", "stop-after-parking")
+    assert _violation("I9", _stop_once_parked) == "interrupted"
+
+
+def test_a_stop_after_parking_is_honoured_without_the_clean_up_fix(applied):
+    applied("stop-after-parking")
     assert _violation("I9", _stop_once_parked) == "interrupted"
 
 
 def test_a_second_stop_in_the_clean_up_loses_the_payload_unless_fixed(applied):
     assert "I5" in _violation("I5", _stop_twice_in_turn_tail)
-    applied.apply()
+    applied("clean-up-survives-stops")
     assert _violation("I5", _stop_twice_in_turn_tail) is None
 
 
-def test_the_diff_is_the_runtime_change(applied):
-    shipped = diff_path(applied.name, agentscope_under_test.version()).read_text(encoding="utf-8")
-    assert applied.unified_diff().strip() == shipped.strip()
+@pytest.mark.parametrize("name, marks", [
+    ("clean-up-survives-stops", ["asyncio.shield(persist_task)", "raise cancelled"]),
+    ("stop-after-parking", ['task.cancel("user interrupt")', "UserInterruptEvent(", "current.cancel(*exc.args)"]),
+])
+def test_the_diff_is_the_runtime_change(name, marks):
+    shipped = diff_path(name, agentscope_under_test.version()).read_text(encoding="utf-8")
+    assert combined_diff(_fix(name)).strip() == shipped.strip()
     added = "\n".join(l[1:] for l in shipped.splitlines() if l.startswith("+") and not l.startswith("+++"))
-    assert "asyncio.shield(persist_task)" in added and "UserInterruptEvent(" in added
+    assert all(mark in added for mark in marks)
 
 
-def test_it_refuses_a_release_it_was_not_written_for():
+def test_they_refuse_a_release_they_were_not_written_for():
     with pytest.raises(reference_fix.FixRefused, match=r"this agentscope is 2\.0\.6"):
-        fix.PATCH.check_target("2.0.6", "")
+        clean_up_survives_stops.PATCH.check_target("2.0.6", "")
     with pytest.raises(reference_fix.FixRefused, match="does not contain the code"):
-        fix.PATCH.check_target("2.0.11", fix.FLAG_BEFORE + "# the rest of a modified checkout\n")
+        stop_after_parking.RUN.check_target("2.0.11", stop_after_parking.TAIL_BEFORE + "# a modified checkout\n")
