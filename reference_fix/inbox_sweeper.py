@@ -144,7 +144,9 @@ SWEEPER = f'''
         while True:
             self._inbox_sweep_due = False
             try:
-                watched = await self._bus.registry_getall("{WATCH}")
+                watched = await self._bus.registry_getall(
+                    "{WATCH}",
+                )
             except Exception:  # pylint: disable=broad-except
                 logger.exception("WakeupDispatcher: inbox sweep failed.")
                 watched = None
@@ -177,7 +179,11 @@ SWEEPER = f'''
             MessageBusKeys.inbox_lock(session_id),
             ttl_secs=MessageBusKeys.INBOX_LOCK_TTL_SECS,
         ):
-            if await self._bus.registry_get("{WATCH}", session_id) is None:
+            listed = await self._bus.registry_get(
+                "{WATCH}",
+                session_id,
+            )
+            if listed is None:
                 return  # another process' sweeper took it meanwhile
             # No peek on the bus: drain and put back, in order, under the
             # inbox lock every producer holds too.
@@ -189,10 +195,11 @@ SWEEPER = f'''
                 queued.extend(payload for _entry_id, payload in batch)
             for payload in queued:
                 await self._bus.queue_push(inbox, payload)
-            if await self._bus.registry_get(
+            consumer = await self._bus.registry_get(
                 MessageBusKeys.inbox_consumer(session_id),
                 MessageBusKeys.INBOX_CONSUMER_FIELD,
-            ) is not None:
+            )
+            if consumer is not None:
                 return  # still registered: its lease has not run out
             # Taken off the list under the inbox lock (one sweeper wakes
             # it), and before the wake-up, so that the run it spawns
@@ -215,7 +222,11 @@ SWEEPER = f'''
                 agent_id=ids["agent_id"],
             )
         except Exception:
-            await self._watch_session(ids["user_id"], session_id, ids["agent_id"])
+            await self._watch_session(
+                ids["user_id"],
+                session_id,
+                ids["agent_id"],
+            )
             raise
 '''
 
@@ -283,7 +294,10 @@ RUN_END_UNWATCHED = RUN_END + f'''\
     async def _unwatch_inbox(self, session_id: str) -> None:
         """Take the session off the inbox watch list."""
         try:
-            await self._message_bus.registry_del("{WATCH}", session_id)
+            await self._message_bus.registry_del(
+                "{WATCH}",
+                session_id,
+            )
         except Exception:  # pylint: disable=broad-except
             logger.exception(
                 "ChatService: could not unwatch session %s.",
