@@ -25,31 +25,39 @@ def diff_path(fix: str, release: str) -> Path:
     return PATCHES_DIR / f"agentscope-{release}-{fix}.diff"
 
 
-def combined_diff(patches: tuple[SourcePatch, ...] | list[SourcePatch]) -> str:
-    """``patches`` as one unified diff against the installed agentscope
-    (refused as any of them refuses)."""
+def edited_modules(patches: tuple[SourcePatch, ...] | list[SourcePatch]) -> list[tuple[str, str, str]]:
+    """Each module ``patches`` change, by path: its path in agentscope's
+    source tree, the installed text and the text with every change to it
+    made (refused as any of them refuses)."""
     for patch in patches:
         why = patch.refusal()
         if why is not None:
             raise FixRefused(why)
-    sections = []
+    modules = []
     for module in sorted({p.module for p in patches}):  # one section per file, by path
         mine = [p for p in patches if p.module == module]
         _, before = mine[0]._installed_source()  # pylint: disable=protected-access
         after = before
         for patch in mine:
             after = patch._edit(after)  # pylint: disable=protected-access
-        sections.append(
-            "".join(
-                difflib.unified_diff(
-                    before.splitlines(keepends=True),
-                    after.splitlines(keepends=True),
-                    fromfile=f"a/{mine[0].path}",
-                    tofile=f"b/{mine[0].path}",
-                ),
+        modules.append((mine[0].path, before, after))
+    return modules
+
+
+def combined_diff(patches: tuple[SourcePatch, ...] | list[SourcePatch]) -> str:
+    """``patches`` as one unified diff against the installed agentscope
+    (refused as any of them refuses)."""
+    return "".join(
+        "".join(
+            difflib.unified_diff(
+                before.splitlines(keepends=True),
+                after.splitlines(keepends=True),
+                fromfile=f"a/{path}",
+                tofile=f"b/{path}",
             ),
         )
-    return "".join(sections)
+        for path, before, after in edited_modules(patches)
+    )
 
 
 def for_installed() -> dict[str, str]:
