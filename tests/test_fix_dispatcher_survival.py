@@ -78,7 +78,8 @@ class _JumpingLoop(asyncio.SelectorEventLoop):
         return self.now
 
 
-def _run(main):
+def run_on_jumping_clock(main):
+    """Run ``main()`` on a loop whose clock jumps; cancel what it leaves."""
     loop = _JumpingLoop()
     try:
         return loop.run_until_complete(main())
@@ -124,7 +125,9 @@ class _ChatService:
         self.runs.append((session_id, str(input_msg)))
 
 
-class _Records(logging.Handler):
+class Records(logging.Handler):
+    """Every record logged to the logger it is added to."""
+
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
         self.records: list[logging.LogRecord] = []
@@ -145,7 +148,7 @@ def _story(failures: dict[str, int | None], sessions: list[str], *, seconds: flo
 
     storage, chat = _Storage(failures), _ChatService()
     ops: list[tuple[str, str]] = []
-    records = _Records()
+    records = Records()
     as_logger = logging.getLogger("as")
 
     async def main():
@@ -170,15 +173,18 @@ def _story(failures: dict[str, int | None], sessions: list[str], *, seconds: flo
         dead = [p for _, p in await bus.queue_drain(DEAD_LETTERS)]
         return left, dead
 
+    level = as_logger.level  # the harness silences agentscope's logger
     as_logger.addHandler(records)
+    as_logger.setLevel(logging.INFO)
     if patched:
         fix.PATCH.apply()
     try:
-        left, dead = _run(main)
+        left, dead = run_on_jumping_clock(main)
     finally:
         if patched:
             fix.PATCH.remove()
         as_logger.removeHandler(records)
+        as_logger.setLevel(level)
     return storage, chat, ops, left, dead, records.records
 
 
