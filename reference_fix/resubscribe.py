@@ -257,9 +257,10 @@ SERVE_CHANNEL = f'''
             except Exception as failure:  # pylint: disable=broad-except
                 error = failure
             ready.set()
-            if delivered or (
+            healthy = delivered or (
                 live_since is not None and loop.time() - live_since >= {HEALTHY_AFTER!r}
-            ):
+            )
+            if healthy:
                 delay, failures = {BASE_DELAY!r}, 0
             failures += 1
             # One traceback per run of failures, then one line each.
