@@ -212,6 +212,13 @@ PROPERTIES: tuple[Property, ...] = (
     Property("I15", "refused-only-while-busy",
              "the chat endpoint refuses a message only while a run is in flight or a call awaits the user",
              delivery.refused_only_while_busy),
+    # The operator restarts a node at any moment: mid-answer, in a parked
+    # run's turn tail, while parked, during a resume; the user's stop is
+    # there too, so a stop and a shutdown can be told apart.
+    Property("I16", "parked-card-survives-restart",
+             "a node's shutdown and restart is never taken for the user's stop",
+             safety.parked_card_survives_restart, when=SETTLED,
+             machine={"restarts": True, "interrupts": True, "cast": WITHOUT_WORKER}),
 )
 
 #: Per property, the windows its search must reach: the moments its
@@ -233,6 +240,7 @@ WINDOWS_OF: dict[str, tuple[str, ...]] = {
     "I13": ("fault-fired", "fault-in-dispatch-batch"),
     "I14": ("stop-during-slow-tool", "job-finishes"),
     "I15": ("message-while-busy",),
+    "I16": ("restart-while-parked", "restart-after-card", "restart-mid-run"),
 }
 PROPERTIES = tuple(replace(p, windows=WINDOWS_OF.get(p.code, ())) for p in PROPERTIES)
 

@@ -33,18 +33,11 @@ class Interrupt:
     @classmethod
     def seen(cls, view: SessionView) -> Interrupt:
         """An interrupt sent to the session ``view`` shows."""
-        reply_id = view.open_reply_id()
-        done = view.call_ids_with_results()
-        parked_on = dict.fromkeys(
-            c
-            for c in [*view.requested_call_ids(reply_id), *view.awaiting_call_ids]
-            if c not in done
-        )
         return cls(
             alias=view.alias,
             mark=len(view.events),
-            reply_id=reply_id,
-            parked_on=tuple(parked_on),
+            reply_id=view.open_reply_id(),
+            parked_on=cards_showing(view),
             run_alive=view.run_alive,
         )
 
@@ -57,6 +50,35 @@ class Interrupt:
         if self.overtaken:
             return False
         return bool(self.parked_on) or (self.run_alive and self.reply_id is not None)
+
+
+def cards_showing(view: SessionView) -> tuple[str, ...]:
+    """The calls ``view``'s session awaits its user for: asked about by
+    the open reply (a run at its turn tail has not stored them yet) or
+    stored as ASKING/SUBMITTED, and with no result published (a run that
+    has just applied a decision or an interrupt has not stored that yet
+    either)."""
+    done = view.call_ids_with_results()
+    return tuple(dict.fromkeys(
+        c
+        for c in [*view.requested_call_ids(view.open_reply_id()), *view.awaiting_call_ids]
+        if c not in done
+    ))
+
+
+@dataclass(frozen=True)
+class Restart:
+    """A node's graceful shutdown and restart, and what the sessions were
+    doing as it began (the world is quiescent then)."""
+
+    parked: dict[str, tuple[str, ...]]
+    """Per session, the calls whose card showed, not yet answered."""
+    cancelled: frozenset[str]
+    """Sessions whose run the shutdown cancelled."""
+    stops: dict[str, int]
+    """Per session, how many stops the user had pressed by then."""
+    marks: dict[str, int]
+    """Per session, how many events it had published by then."""
 
 
 @dataclass
@@ -85,6 +107,8 @@ class Ledger:
     #: with 409, a run of the session was in flight when it was sent, the
     #: session was parked on a call, as stored, when it was sent).
     messages: list[tuple[str, bool, bool, bool]] = field(default_factory=list)
+    #: Node restarts, in order.
+    restarts: list[Restart] = field(default_factory=list)
 
     def deliver(self, alias: str, marker: str) -> None:
         self.delivered.setdefault(alias, []).append(marker)
@@ -134,6 +158,24 @@ class Ledger:
 
     def interrupts_of(self, alias: str) -> list[Interrupt]:
         return [i for i in self.interrupts if i.alias == alias]
+
+    def restart(self, views: dict[str, SessionView], cancelled: set[str]) -> Restart:
+        """Record a node restart that began with the sessions as ``views``
+        show them, and cancelled the runs of ``cancelled``."""
+        parked = {}
+        for alias, view in views.items():
+            decided = set(self.decisions.get(alias, []))
+            calls = tuple(c for c in cards_showing(view) if c not in decided)
+            if calls:
+                parked[alias] = calls
+        done = Restart(
+            parked=parked,
+            cancelled=frozenset(cancelled),
+            stops={alias: len(self.interrupts_of(alias)) for alias in views},
+            marks={alias: len(view.events) for alias, view in views.items()},
+        )
+        self.restarts.append(done)
+        return done
 
 
 def ended_by_interrupt(view: SessionView, ledger: Ledger, since: int = 0) -> bool:

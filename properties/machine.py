@@ -32,6 +32,7 @@ from .ledger import Ledger
 from .rules.agentscope_parties import AgentscopeRules
 from .rules.background import BackgroundJobs
 from .rules.faults import BusFaults, Crashes, NodeCrashes
+from .rules.operators import Restarts
 from .rules.producers import LateWakeups, ProducerRules
 from .rules.questions import Questions
 from .rules.story_rule import ON_SEVERAL_NODES
@@ -83,6 +84,7 @@ OPTIONAL_RULES: dict[str, type] = {
     "several_teams": SeveralTeams,
     "background_jobs": BackgroundJobs,
     "late_wakeups": LateWakeups,
+    "restarts": Restarts,
 }
 
 class HitlMachine(
@@ -111,6 +113,7 @@ class HitlMachine(
     several_teams: bool = False
     background_jobs: bool = False
     late_wakeups: bool = False
+    restarts: bool = False
     #: The deployment: which bus, how many nodes (see
     #: :class:`~harness.world.deployment.Deployment`).
     bus: str = "fake"
@@ -118,7 +121,7 @@ class HitlMachine(
 
     #: Flags reported in :meth:`configuration` only when set (so stories
     #: of machines without them keep the names they always had).
-    LATER_FLAGS = ("streaming", "several_teams", "background_jobs", "late_wakeups")
+    LATER_FLAGS = ("streaming", "several_teams", "background_jobs", "late_wakeups", "restarts")
 
     def __init__(self) -> None:
         super().__init__()

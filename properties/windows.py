@@ -275,6 +275,12 @@ WINDOWS: tuple[Window, ...] = (
     Window("message-while-busy", "the user writes while a run is in flight",
            lambda story: sum(1 for message in story.ledger.messages if message[2])),
     Window("job-finishes", "a background job finishes", lambda story: sum(map(len, story.ledger.jobs_finished.values()))),
+    Window("restart-while-parked", "a node restarts while a session waits on its card, no run alive",
+           lambda story: sum(len(set(r.parked) - r.cancelled) for r in story.ledger.restarts)),
+    Window("restart-after-card", "a node restarts while a run that has shown its card finishes its turn",
+           lambda story: sum(len(set(r.parked) & r.cancelled) for r in story.ledger.restarts)),
+    Window("restart-mid-run", "a node restarts while a run with no card showing holds its session",
+           lambda story: sum(len(r.cancelled - set(r.parked)) for r in story.ledger.restarts)),
 )
 
 BY_SLUG: dict[str, Window] = {w.slug: w for w in WINDOWS}

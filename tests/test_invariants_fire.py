@@ -26,7 +26,7 @@ from harness.world.observation import Observation, SessionView
 from properties import invariants as inv
 from properties.catalog import BY_CODE, PROPERTIES
 from properties.invariants.safety import LastParked
-from properties.ledger import Interrupt, Ledger
+from properties.ledger import Interrupt, Ledger, Restart
 from properties.violation import InvariantViolated
 from properties.machine import HitlMachine, machine_enforcing
 from properties.story.playback import playing
@@ -650,3 +650,42 @@ def test_I12_excuses_a_session_a_fired_fault_touched():
                               Ledger(confirmations=confirmed, faults={"solo"}))
     _fires("I12", inv.calls_run_as_answered, Observation({"solo": view}, settled=True),
            Ledger(confirmations=confirmed))
+
+
+# ── I16 ───────────────────────────────────────────────────────────────
+
+
+def _restarted(ledger: Ledger | None = None) -> Ledger:
+    """A ledger whose node restarted while solo's card for c1 showed."""
+    ledger = ledger or Ledger()
+    ledger.restarts.append(Restart(parked={"solo": ("c1",)}, cancelled=frozenset({"solo"}),
+                                   stops={"solo": 0}, marks={"solo": 1}))
+    return ledger
+
+
+def test_I16_fires_on_a_card_gone_or_a_reply_interrupted_after_a_restart():
+    started = {"type": "REPLY_START", "reply_id": "r1"}
+    gone = SessionView("solo", "s", events=[started])
+    violation = _fires("I16", inv.parked_card_survives_restart, Observation({"solo": gone}, settled=True),
+                       _restarted())
+    assert "no longer awaiting ['c1']" in str(violation)
+    ended = SessionView("solo", "s", awaiting_call_ids=["c1"], events=[
+        started, {"type": "REPLY_END", "reply_id": "r1", "finished_reason": "interrupted"}])
+    violation = _fires("I16", inv.parked_card_survives_restart, Observation({"solo": ended}, settled=True),
+                       _restarted())
+    assert "ended INTERRUPTED with no stop pressed: ['r1']" in str(violation)
+
+
+def test_I16_holds_for_a_card_that_still_shows_or_that_the_user_answered_or_stopped():
+    shows = SessionView("solo", "s", awaiting_call_ids=["c1"], parked_status="awaiting_permission")
+    inv.parked_card_survives_restart(Observation({"solo": shows}, settled=True), _restarted())
+    gone = SessionView("solo", "s")
+    answered = _restarted()
+    answered.decide("solo", "c1")
+    inv.parked_card_survives_restart(Observation({"solo": gone}, settled=True), answered)
+    stopped = _restarted()
+    stopped.interrupts.append(Interrupt(alias="solo", mark=2))
+    inv.parked_card_survives_restart(Observation({"solo": gone}, settled=True), stopped)
+    inv.parked_card_survives_restart(Observation({"solo": gone}), _restarted())  # not settled yet
+    # A card answered before the restart is not one it must keep.
+    inv.parked_card_survives_restart(Observation({"solo": gone}, settled=True), Ledger())

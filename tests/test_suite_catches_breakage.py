@@ -192,6 +192,25 @@ I15 = _breaks(
     "    try:\n        raise RuntimeError(\"broken on purpose\")\n        chat_run_registry.spawn(\n",
 )
 
+#: A fix that reads every cancel as the user's stop, as a shutdown's is not.
+I16 = _breaks(
+    "I16", "any cancel after parking ends the parked reply", CHAT, "ChatService", "_run_impl",
+    "                    input_msg = None\n\n            finally:\n",
+    "                    input_msg = None\n\n"
+    "            except asyncio.CancelledError:\n"
+    "                if agent.state.has_awaiting_tool_calls(agent.name):\n"
+    "                    await enqueue_run_trigger(\n"
+    "                        self._message_bus,\n"
+    "                        user_id=user_id,\n"
+    "                        session_id=session_id,\n"
+    "                        agent_id=agent_id,\n"
+    "                        kind=MessageBusKeys.WAKEUP_KIND_RESUME,\n"
+    "                        inputs=UserInterruptEvent(reply_id=agent.state.reply_id),\n"
+    "                    )\n"
+    "                raise\n"
+    "            finally:\n",
+)
+
 
 def _lease_runs_out(machine: HitlMachine) -> None:
     """Time passes beyond every lease (no rule waits that long at once)."""
@@ -217,6 +236,8 @@ BREAKAGES = (
     Breakage("I11", story(sends(), SETTLES, CHANNEL_PAYLOAD, SETTLES), patch=I11),
     Breakage("I12", story(PARKS, _answers("denies"), SETTLES), patch=I12),
     Breakage("I15", sends(), patch=I15),
+    # The node restarts while leader's run, its card shown, is at its turn tail.
+    Breakage("I16", story(sends("leader", "calls GatedAction"), step("node_restarts"), SETTLES), patch=I16),
     # ── violated by the release ──────────────────────────────────────
     Breakage("I8", story(PARKS, step("user_messages_parked_session", session="solo", via="chat endpoint"),
                          SETTLES), fix="message-while-parked"),

@@ -198,6 +198,7 @@ async def build_app(
     *,
     wrap_storage: Callable[[Any], Any] | None = None,
     sharing_with: AgentscopeApp | None = None,
+    book: ScriptBook | None = None,
 ) -> AgentscopeApp:
     """agentscope's app for one story around ``message_bus``.
 
@@ -207,7 +208,9 @@ async def build_app(
     that order as agentscope's lifespan does, when it is ready to drive
     them. Another node of the same story passes the first node's app as
     ``sharing_with``: the story's sessions, teams, model scripts and tool
-    desk are one, whichever process serves them.
+    desk are one, whichever process serves them. The script book is
+    ``book`` when one is handed in (its owner closes it: the story, which
+    outlives a restarted process), else opened here and closed with the app.
     """
     storage = wrap_storage(stage.storage) if wrap_storage else stage.storage
     # Everything agentscope reaches storage through gets the same handle.
@@ -215,11 +218,11 @@ async def build_app(
     access = ResourceAccessService(storage, DenyAllResourceAccessPolicy())
     stack = AsyncExitStack()
     try:
-        if sharing_with is None:
+        if sharing_with is not None:
+            book = sharing_with.book
+        elif book is None:
             book = ScriptBook.open(BOOK_NAME)
             stack.callback(book.close)
-        else:
-            book = sharing_with.book
         background_tasks = await stack.enter_async_context(
             BackgroundTaskManager(message_bus=message_bus),
         )

@@ -23,7 +23,7 @@ FAILURE_REMINDER_MARK = "hit an error while running"
 #: a background tool's result and the clean-up of its registration, which
 #: outlive the run that offloaded the tool.
 AGENTSCOPE_ACTOR = re.compile(
-    r"(-run:|-retry:|^wakeup-dispatcher$|^wakeup-sweeper(#\d+)?$|^cancel-dispatcher:"
+    r"(-run:|-retry:|^wakeup-dispatcher(#\d+)?$|^wakeup-sweeper(#\d+)?$|^cancel-dispatcher:"
     r"|^_deliver_when_done(#\d+)?$|^_safe_bg_task_unregister(#\d+)?$)",
 )
 

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 from agentscope.app.message_bus import MessageBus
 
+from fakes.model import ScriptBook
 from harness.kernel.controlled_bus import ControlledBus
 from harness.kernel.interleaver import Interleaver
 
 from .app import AgentscopeApp, build_app
-from .stage import Stage
+from .stage import BOOK_NAME, Stage
 from .surface import CANCEL_CHANNELS
 
 
@@ -42,6 +43,8 @@ def build_nodes(
 ) -> list[Node]:
     """One node per bus, built as agentscope's lifespan builds its app."""
     nodes: list[Node] = []
+    # The story's, not a process': it outlives a node's restart.
+    book = ScriptBook.open(BOOK_NAME)
     for index, raw in enumerate(buses):
         first = nodes[0] if nodes else None
         bus = ControlledBus(
@@ -52,7 +55,7 @@ def build_nodes(
             app = interleaver.run_uncontrolled(
                 build_app(
                     stage, bus, wrap_storage=lambda _: storage,
-                    sharing_with=first.app if first else None,
+                    sharing_with=first.app if first else None, book=book,
                 ),
             )
         nodes.append(Node(index, app, bus))
@@ -69,6 +72,21 @@ def building(interleaver: Interleaver, index: int):
         interleaver.building_node = 0
 
 
+def rebuild_node(stage: Stage, interleaver: Interleaver, node: Node, first: Node) -> AgentscopeApp:
+    """A new process in ``node``'s place, after it shut down: agentscope's
+    app built again as its lifespan builds it, on the same storage and the
+    same client of the bus, sharing the story's sessions, scripts and tool
+    desk with ``first`` (node 0, or the node itself). Its dispatchers are
+    not started (see :func:`start_nodes`)."""
+    with building(interleaver, node.index):
+        return interleaver.run_uncontrolled(
+            build_app(
+                stage, node.bus, wrap_storage=lambda _: first.app.storage,
+                sharing_with=first.app,
+            ),
+        )
+
+
 def start_nodes(nodes: list[Node], interleaver: Interleaver) -> None:
     """Each node starts its wake-up and cancel dispatchers, in that order,
     as agentscope's lifespan does."""
@@ -80,8 +98,8 @@ def start_nodes(nodes: list[Node], interleaver: Interleaver) -> None:
 
 async def shut_down(nodes: list[Node], interleaver: Interleaver) -> None:
     """Stop the live nodes' dispatchers, every task, and the apps; a dead
-    node's app is dropped (its process is gone), but the story's script
-    book is closed whichever node owned it."""
+    node's app is dropped (its process is gone). Then the story's script
+    book is closed."""
     for node in nodes:
         if node.alive:
             await node.app.cancel_dispatcher.__aexit__(None, None, None)
@@ -97,5 +115,4 @@ async def shut_down(nodes: list[Node], interleaver: Interleaver) -> None:
     for node in reversed(nodes):
         if node.alive:
             await node.app.close()
-        elif node.index == 0:
-            node.app.book.close()
+    nodes[0].app.book.close()

@@ -11,7 +11,7 @@ then switches control on. Its methods come in three groups:
 - **observe**: :meth:`World.observe` and the small questions a rule's
   precondition asks;
 - **the parties' actions**: users, producers, channels, leaders, jobs,
-  crashes, bus faults (:mod:`.parties` has the coroutines);
+  crashes, bus faults, restarts (:mod:`.parties`, :mod:`.lifecycle`);
 - **control**: step, finish, settle, pass time.
 
 Sessions are named by their alias in the cast (``leader``, ``worker``...).
@@ -38,6 +38,7 @@ from .failures import FailureWatch
 from .faults import WorldFaults
 from .ids import install_deterministic_factories
 from .invitations import Invitations
+from .lifecycle import WorldLifecycle
 from .naming import Naming
 from .nodes import Node, build_nodes, shut_down, start_nodes
 from .observation import Observation, SessionView
@@ -47,7 +48,7 @@ from .storage_account import AccountedStorage
 from .surface import INBOX, WAKEUP_DISPATCHER
 
 
-class World(WorldFaults):
+class World(WorldFaults, WorldLifecycle):
     """agentscope's app layer for one story, one task at a time, on
     virtual time."""
 
@@ -193,8 +194,7 @@ class World(WorldFaults):
 
     def oldest_running_job(self, alias: str) -> str | None:
         """The note of ``alias``'s oldest background job still running."""
-        running = self.running_jobs(alias)
-        return running[0] if running else None
+        return next(iter(self.running_jobs(alias)), None)
 
     def finish_job(self, note: str) -> None:
         """Let the background job ``note`` finish."""
@@ -221,7 +221,7 @@ class World(WorldFaults):
         return next(
             (
                 r for r in self.actors.live()
-                if r.node == node and without_node(r.label) == WAKEUP_DISPATCHER
+                if r.node == node and without_node(r.label).split("#")[0] == WAKEUP_DISPATCHER
             ),
             None,
         )

@@ -25,6 +25,7 @@ from .safety import (
     no_error_reply_without_fault,
     no_spurious_leader_reminder,
     one_run_per_session,
+    parked_card_survives_restart,
     parked_stays_parked,
 )
 
@@ -40,6 +41,7 @@ __all__ = [
     "no_spurious_leader_reminder",
     "nothing_waits_forever",
     "one_run_per_session",
+    "parked_card_survives_restart",
     "parked_messages_reach_the_agent",
     "parked_stays_parked",
     "payloads_delivered_once_in_order",

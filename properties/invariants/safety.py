@@ -1,4 +1,4 @@
-"""Safety: nothing happens that should not (I1, I2, I3, I4, I6)."""
+"""Safety: nothing happens that should not (I1, I2, I3, I4, I6, I16)."""
 from __future__ import annotations
 
 import re
@@ -136,3 +136,38 @@ def one_run_per_session(obs: Observation, ledger: Ledger) -> None:
                 f"at most one task holds {view.alias}'s session lock",
                 f"held by {sorted(view.lock_holders)}",
             )
+
+
+def parked_card_survives_restart(obs: Observation, ledger: Ledger) -> None:
+    """I16: a node's graceful shutdown and restart (a rolling upgrade) is
+    never taken for the user's stop: once settled, a call whose card showed
+    as the shutdown began still awaits its user, and no reply of its session
+    has ended INTERRUPTED since, unless the user answered the call or
+    pressed stop in that session since.
+
+    Protects the confirmation card across every upgrade: the user comes
+    back to a card they can still answer (I7 then holds the answer's resume
+    to completion)."""
+    if not obs.settled:
+        return
+    for n, restart in enumerate(ledger.restarts, 1):
+        for alias, calls in restart.parked.items():
+            view = obs.sessions.get(alias)
+            if view is None or alias in ledger.faults:
+                continue
+            if len(ledger.interrupts_of(alias)) > restart.stops.get(alias, 0):
+                continue  # the user's own stop may end it
+            decided = set(ledger.decisions.get(alias, []))
+            gone = [c for c in calls if c not in decided and c not in view.awaiting_call_ids]
+            ended = [
+                e.get("reply_id") for _, e in view.reply_ends(restart.marks.get(alias, 0))
+                if e.get("finished_reason") == "interrupted"
+            ]
+            if gone or ended:
+                raise Broken(
+                    f"{alias}'s card ({', '.join(calls)}) survives restart {n} of a node: "
+                    "still awaited, its reply not ended, until the user answers or stops it",
+                    f"{alias} is {view.parked_status}"
+                    + (f", no longer awaiting {gone}" if gone else "")
+                    + (f"; replies ended INTERRUPTED with no stop pressed: {ended}" if ended else ""),
+                )

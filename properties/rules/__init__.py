@@ -7,10 +7,11 @@
   interleaving choice, time;
 - :mod:`.faults`: crashes and failing bus operations;
 - :mod:`.teams`: leaders inviting members;
-- :mod:`.background`: background jobs finishing.
+- :mod:`.background`: background jobs finishing;
+- :mod:`.operators`: a node's graceful shutdown and restart.
 
 :mod:`.story_rule` declares a rule with its sentence; :mod:`.questions`
 holds what preconditions ask; :mod:`.vocabulary` the words stories use.
 Importing this package registers every rule (and its sentence).
 """
-from . import agentscope_parties, background, faults, producers, teams, users  # noqa: F401
+from . import agentscope_parties, background, faults, operators, producers, teams, users  # noqa: F401
