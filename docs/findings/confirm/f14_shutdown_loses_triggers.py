@@ -104,7 +104,7 @@ lost on each release, every time with the dispatcher's last call the
 orphan guard's ``get_session`` (the in-memory bus's ``queue_drain`` and
 ``is_locked`` do not yield, so the drain always happens before the
 shutdown reaches the dispatcher, and the database read is where the cancel
-finds it). DC: 4 and 5 of 5 lost on 2.0.8 (two runs), 2 of 5 on 2.0.11;
+finds it). DC: 4 and 5 of 5 lost on 2.0.8, 2 and 4 of 5 on 2.0.11 (two runs each);
 each lost one was cancelled in the dispatcher's ``get_session`` or, once
 spawned, in the run's ``acquire_lock`` (``SET NX PX``); the others ran on
 node 1 before the registry's exit. The observer in C and DC holds nothing;
