@@ -30,7 +30,11 @@ targets and the properties it makes hold there:
   dispatcher and the cancel dispatcher's loops for good (I13, F4b);
 - :mod:`reference_fix.inbox_sweeper` (2.0.7–2.0.11; four patches): what a
   crashed run's producers deferred to it, or the trigger popped for it,
-  waiting in its inbox for good once its leases expire (I11, F5).
+  waiting in its inbox for good once its leases expire (I11, F5);
+- :mod:`reference_fix.shutdown_keeps_triggers` (2.0.7–2.0.11; four
+  patches): the triggers a graceful shutdown's wake-up dispatcher had
+  drained or held in a backoff timer, dropped with it (F14, met by I16's
+  search).
 
 A fix of several patches ships one diff per release (:data:`FIXES` groups
 them; :mod:`reference_fix.diffs` writes them).
@@ -52,6 +56,7 @@ from . import (
     message_while_parked,
     parked_continuation,
     resubscribe,
+    shutdown_keeps_triggers,
     stop_after_parking,
     stop_reaches_slow_tools,
 )
@@ -68,6 +73,7 @@ FIXES: dict[str, tuple[SourcePatch, ...]] = {
     "message-while-parked": message_while_parked.PATCHES,
     "resubscribe": resubscribe.PATCHES,
     "inbox-sweeper": inbox_sweeper.PATCHES,
+    "shutdown-keeps-triggers": shutdown_keeps_triggers.PATCHES,
 }
 
 #: Every patch, in the order they are applied.

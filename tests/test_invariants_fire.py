@@ -686,6 +686,8 @@ def test_I16_holds_for_a_card_that_still_shows_or_that_the_user_answered_or_stop
     stopped = _restarted()
     stopped.interrupts.append(Interrupt(alias="solo", mark=2))
     inv.parked_card_survives_restart(Observation({"solo": gone}, settled=True), stopped)
+    stopped_before = _restarted(Ledger(interrupts=[Interrupt(alias="solo", mark=1, parked_on=("c1",))]))
+    inv.parked_card_survives_restart(Observation({"solo": gone}, settled=True), stopped_before)
     inv.parked_card_survives_restart(Observation({"solo": gone}), _restarted())  # not settled yet
     # A card answered before the restart is not one it must keep.
     inv.parked_card_survives_restart(Observation({"solo": gone}, settled=True), Ledger())

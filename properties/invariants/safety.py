@@ -143,7 +143,7 @@ def parked_card_survives_restart(obs: Observation, ledger: Ledger) -> None:
     never taken for the user's stop: once settled, a call whose card showed
     as the shutdown began still awaits its user, and no reply of its session
     has ended INTERRUPTED since, unless the user answered the call or
-    pressed stop in that session since.
+    pressed stop on it (before the restart, or in that session since).
 
     Protects the confirmation card across every upgrade: the user comes
     back to a card they can still answer (I7 then holds the answer's resume
@@ -155,8 +155,9 @@ def parked_card_survives_restart(obs: Observation, ledger: Ledger) -> None:
             view = obs.sessions.get(alias)
             if view is None or alias in ledger.faults:
                 continue
-            if len(ledger.interrupts_of(alias)) > restart.stops.get(alias, 0):
-                continue  # the user's own stop may end it
+            stopped = {c for sent in ledger.interrupts_of(alias) for c in sent.parked_on}
+            if len(ledger.interrupts_of(alias)) > restart.stops.get(alias, 0) or stopped & set(calls):
+                continue  # the user's own stop, before or since, may end it
             decided = set(ledger.decisions.get(alias, []))
             gone = [c for c in calls if c not in decided and c not in view.awaiting_call_ids]
             ended = [
