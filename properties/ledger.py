@@ -109,6 +109,9 @@ class Ledger:
     messages: list[tuple[str, bool, bool, bool]] = field(default_factory=list)
     #: Node restarts, in order.
     restarts: list[Restart] = field(default_factory=list)
+    #: Settles that played more bus operations than a world at rest could,
+    #: each said in one line (the kernel's :class:`Restless`).
+    restless: list[str] = field(default_factory=list)
 
     def deliver(self, alias: str, marker: str) -> None:
         self.delivered.setdefault(alias, []).append(marker)

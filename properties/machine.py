@@ -177,15 +177,16 @@ class HitlMachine(
         self.world.script(session, *scripted_turns(session, turn, tag=f"turn-{self.next_marker()}"))
 
     def settle(self) -> None:
-        """Settle the world; one that never settles breaks liveness (I11)."""
+        """Settle the world; one that keeps busy, repeats itself or never
+        comes to rest breaks bounded work (I17)."""
         try:
             self.world.settle()
-        except DidNotSettle as stuck:
-            never = BY_CODE["I11"].violation(
-                "the world settles: every trigger is eventually dispatched or dropped",
-                self.world.alias(str(stuck)),
-            )
-            self._report(never)
+        except DidNotSettle as busy:
+            self.ledger.restless.append(self.world.alias(f"{type(busy).__name__}: {busy}"))
+            try:
+                BY_CODE["I17"].verify(Observation(), self.ledger)
+            except InvariantViolated as violation:
+                self._report(violation)
             raise
 
     # ── checking ──────────────────────────────────────────────────────

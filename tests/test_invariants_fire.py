@@ -691,3 +691,25 @@ def test_I16_holds_for_a_card_that_still_shows_or_that_the_user_answered_or_stop
     inv.parked_card_survives_restart(Observation({"solo": gone}), _restarted())  # not settled yet
     # A card answered before the restart is not one it must keep.
     inv.parked_card_survives_restart(Observation({"solo": gone}, settled=True), Ledger())
+
+
+# ── I17 ───────────────────────────────────────────────────────────────
+
+
+def test_I17_fires_on_a_settle_that_kept_busy():
+    busy = Ledger(restless=["9001 bus operations in 300 virtual seconds of settling"])
+    violation = _fires("I17", inv.work_is_bounded, Observation(), busy)
+    assert "9001 bus operations" in str(violation)
+    inv.work_is_bounded(Observation(), Ledger())
+
+
+def test_I17_is_what_a_restless_settle_reports(monkeypatch):
+    from harness.kernel import interleaver
+
+    monkeypatch.setattr(interleaver, "BUSY_BASE", 5)
+    monkeypatch.setattr(interleaver, "BUSY_RATE", 0.0)
+    with pytest.raises(InvariantViolated) as caught:
+        with playing(enforcing=["I17"], cast=["leader", "solo"]) as story:
+            story.user_sends_message(session="solo", model_turn="answers")
+            story.everything_settles()
+    assert caught.value.code == "I17" and "bus operations in" in str(caught.value)

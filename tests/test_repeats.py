@@ -69,12 +69,12 @@ def wakes_parked_sessions():
 
 def test_a_session_woken_again_and_again_is_a_livelock(wakes_parked_sessions):
     with pytest.raises(InvariantViolated, match="only repeats itself") as raised:
-        with playing(enforcing=["I11"], **CRASH_STORY) as story:
+        with playing(enforcing=["I17"], **CRASH_STORY) as story:
             story.user_sends_message(session="solo", model_turn="calls GatedAction")
             story.run_continues(session="solo")
             story.payload_arrives(source="channel", to="solo")
             story.everything_settles()
-    assert raised.value.code == "I11"
+    assert raised.value.code == "I17"
     trace = raised.value.trace.splitlines()
     wakes = [line for line in trace if "wake-run" in line and "acquire_lock" in line and "session:lock" in line]
     assert LIVELOCK_AFTER <= len(wakes) <= LIVELOCK_AFTER + 2, "reported after a fixed number of wakes"

@@ -211,6 +211,22 @@ I16 = _breaks(
     "            finally:\n",
 )
 
+#: A retry that multiplies itself: every lock-held retry queues its trigger twice.
+I17 = _breaks(
+    "I17", "a lock-held retry queues its trigger twice", "agentscope.app._manager._wakeup_dispatcher",
+    "WakeupDispatcher", "_schedule_retry",
+    "                await enqueue_run_trigger(\n",
+    "                await enqueue_run_trigger(\n"
+    "                    self._bus,\n"
+    "                    user_id=user_id,\n"
+    "                    session_id=session_id,\n"
+    "                    agent_id=agent_id,\n"
+    "                    kind=kind,\n"
+    "                    inputs=input_msg,\n"
+    "                )\n"
+    "                await enqueue_run_trigger(\n",
+)
+
 
 def _lease_runs_out(machine: HitlMachine) -> None:
     """Time passes beyond every lease (no rule waits that long at once)."""
@@ -238,6 +254,9 @@ BREAKAGES = (
     Breakage("I15", sends(), patch=I15),
     # The node restarts while leader's run, its card shown, is at its turn tail.
     Breakage("I16", story(sends("leader", "calls GatedAction"), step("node_restarts"), SETTLES), patch=I16),
+    # solo's run holds its lock at its turn tail while the job's result waits.
+    Breakage("I17", story(sends(turn="calls ExternalJob"), step("external_result_arrives", session="solo"),
+                          SETTLES), patch=I17),
     # ── violated by the release ──────────────────────────────────────
     Breakage("I8", story(PARKS, step("user_messages_parked_session", session="solo", via="chat endpoint"),
                          SETTLES), fix="message-while-parked"),

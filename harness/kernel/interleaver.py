@@ -41,9 +41,26 @@ SETTLE_STEP_LIMIT = 5000
 #: behind a crashed run's lock settles, and one retrying forever does not.
 SETTLE_HORIZON = 3600.0
 
+#: Bus operations settling may play before its rate is counted, and the
+#: rate (per virtual second) it may not exceed beyond them. The busiest
+#: settles of the suite's searches, fixes on or off, played under 1,800
+#: operations, at most 50 a virtual second over 30 s (the inbox sweeper);
+#: agentscope's own retry of a trigger behind a held lock (every 0.1 s,
+#: four operations) plays 40 a second. Exact repetitions left out
+#: (:mod:`.repeats`) are not counted.
+BUSY_BASE = 3000
+BUSY_RATE = 50.0
+
 
 class DidNotSettle(AssertionError):
     """Raised when releasing tasks and advancing time never reaches rest."""
+
+
+class Restless(DidNotSettle):
+    """Settling costs more work than a world at rest could: more bus
+    operations than :data:`BUSY_BASE` plus :data:`BUSY_RATE` per virtual
+    second (a retry storm, a session woken again and again). Said within
+    seconds, where playing it to the horizon would take minutes."""
 
 
 class Livelock(DidNotSettle):
@@ -281,12 +298,14 @@ class Interleaver(Deaths):
         self._label_new_tasks()
 
     async def _settle(self, limit: int, horizon: float) -> None:
-        give_up_at = self.loop.clock.now() + horizon
+        started, first_op = self.loop.clock.now(), len(self.trace.entries)
+        give_up_at = started + horizon
         steps = 0
         repeats = Repeats(self.expiries, self.skip_repeats)
         mark = self._frame_start(frozenset())
         while True:
             await self._until_quiescent()
+            self._check_work(first_op, self.loop.clock.now() - started)
             held = self.held()
             if held:
                 steps += 1
@@ -317,6 +336,19 @@ class Interleaver(Deaths):
             self.loop.clock.advance_to(max(deadline, self.loop.clock.now()))
             mark = self._frame_start(self.loop.live_timers())
             steps = 0
+
+    def _check_work(self, first_op: int, elapsed: float) -> None:
+        """Raise :class:`Restless` once settling has played more bus
+        operations than its budget for ``elapsed`` virtual seconds."""
+        if len(self.trace.entries) - first_op <= BUSY_BASE + BUSY_RATE * elapsed:
+            return
+        played = self.trace.entries[first_op:]
+        busiest = Counter(f"{base_label(e.task)} {e.op}" for e in played).most_common(3)
+        raise Restless(
+            f"{len(played)} bus operations in {elapsed:g} virtual seconds of settling, more than "
+            f"{BUSY_BASE} + {BUSY_RATE:g} a second; the busiest: "
+            + ", ".join(f"{what} ×{n}" for what, n in busiest),
+        )
 
     def _frame_start(self, timers: frozenset) -> tuple[int, int, int, frozenset]:  # see _checkpoint
         return len(self.trace.entries), len(self._order), self._outside_work_done, timers

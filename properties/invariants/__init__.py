@@ -19,7 +19,7 @@ from .delivery import (
     payloads_delivered_once_in_order,
     refused_only_while_busy,
 )
-from .liveness import dispatcher_survives, nothing_waits_forever
+from .liveness import dispatcher_survives, nothing_waits_forever, work_is_bounded
 from .safety import (
     no_dangling_inbox_consumer,
     no_error_reply_without_fault,
@@ -46,4 +46,5 @@ __all__ = [
     "parked_stays_parked",
     "payloads_delivered_once_in_order",
     "refused_only_while_busy",
+    "work_is_bounded",
 ]

@@ -53,3 +53,21 @@ def dispatcher_survives(obs: Observation, ledger: Ledger) -> None:
             "agentscope's WakeupDispatcher loop is still running",
             f"its loop has ended (sessions with injected faults: {faults})",
         )
+
+
+def work_is_bounded(obs: Observation, ledger: Ledger) -> None:
+    """I17: the world comes to rest with bounded work: a trigger that
+    cannot be dispatched, a session woken again and again, a retry that
+    multiplies itself never makes settling play more bus operations than a
+    base budget plus a bounded number per virtual second
+    (:data:`harness.kernel.interleaver.BUSY_RATE`), repeat itself with
+    nothing due to change it, or stay busy past the settling horizon.
+
+    Protects the bus and every other session from one trigger's storm, and
+    the search from a story that would play until a time limit: such a
+    world is reported within seconds, with its story."""
+    if ledger.restless:
+        raise Broken(
+            "settling plays a bounded number of bus operations per virtual second",
+            ledger.restless[0],
+        )
