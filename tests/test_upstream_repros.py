@@ -23,6 +23,7 @@ PATCHES = ROOT / "patches"
 #: Per report: the fixes its "Proposed patch" section names, and the exit
 #: code its repro gives with them applied.
 REPORTS: dict[str, tuple[tuple[str, ...], int]] = {
+    "F3": (("stop-after-parking",), 0),
     "F6": (("stop-reaches-slow-tools",), 0),
 }
 
