@@ -220,12 +220,13 @@ PROPERTIES: tuple[Property, ...] = (
              safety.parked_card_survives_restart, when=SETTLED,
              machine={"restarts": True, "interrupts": True, "cast": WITHOUT_WORKER}),
     # Every search enforces it as it settles; its own search adds the
-    # parties that retry: bus faults (the dispatcher's re-queues) and
-    # crashes (triggers waiting behind a dead lease).
+    # parties that make triggers retry: a session whose storage keeps
+    # failing (a trigger never dispatched), bus faults and crashes
+    # (triggers waiting behind a dead lease).
     Property("I17", "bounded-work",
              "the world comes to rest, with bounded work per virtual second",
              liveness.work_is_bounded,
-             machine={"bus_faults": True, "crashes": True, "cast": WITHOUT_WORKER}),
+             machine={"storage_faults": True, "bus_faults": True, "crashes": True, "cast": WITHOUT_WORKER}),
 )
 
 #: Per property, the windows its search must reach: the moments its
@@ -248,7 +249,7 @@ WINDOWS_OF: dict[str, tuple[str, ...]] = {
     "I14": ("stop-during-slow-tool", "job-finishes"),
     "I15": ("message-while-busy",),
     "I16": ("restart-while-parked", "restart-after-card", "restart-mid-run"),
-    "I17": ("dispatcher-finds-session-busy", "fault-fired"),
+    "I17": ("dispatch-of-failing-session", "dispatcher-finds-session-busy", "fault-fired"),
 }
 PROPERTIES = tuple(replace(p, windows=WINDOWS_OF.get(p.code, ())) for p in PROPERTIES)
 

@@ -109,6 +109,8 @@ class Ledger:
     messages: list[tuple[str, bool, bool, bool]] = field(default_factory=list)
     #: Node restarts, in order.
     restarts: list[Restart] = field(default_factory=list)
+    #: Sessions whose storage a rule made fail every call from then on.
+    broken_storage: set[str] = field(default_factory=set)
     #: Settles that played more bus operations than a world at rest could,
     #: each said in one line (the kernel's :class:`Restless`).
     restless: list[str] = field(default_factory=list)

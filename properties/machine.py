@@ -31,7 +31,7 @@ from .catalog import BY_CODE, ON_TRANSITION, PAST_LEASES
 from .ledger import Ledger
 from .rules.agentscope_parties import AgentscopeRules
 from .rules.background import BackgroundJobs
-from .rules.faults import BusFaults, Crashes, NodeCrashes
+from .rules.faults import BusFaults, Crashes, NodeCrashes, StorageFaults
 from .rules.operators import Restarts
 from .rules.producers import LateWakeups, ProducerRules
 from .rules.questions import Questions
@@ -85,6 +85,7 @@ OPTIONAL_RULES: dict[str, type] = {
     "background_jobs": BackgroundJobs,
     "late_wakeups": LateWakeups,
     "restarts": Restarts,
+    "storage_faults": StorageFaults,
 }
 
 class HitlMachine(
@@ -114,6 +115,7 @@ class HitlMachine(
     background_jobs: bool = False
     late_wakeups: bool = False
     restarts: bool = False
+    storage_faults: bool = False
     #: The deployment: which bus, how many nodes (see
     #: :class:`~harness.world.deployment.Deployment`).
     bus: str = "fake"
@@ -121,7 +123,7 @@ class HitlMachine(
 
     #: Flags reported in :meth:`configuration` only when set (so stories
     #: of machines without them keep the names they always had).
-    LATER_FLAGS = ("streaming", "several_teams", "background_jobs", "late_wakeups", "restarts")
+    LATER_FLAGS = ("streaming", "several_teams", "background_jobs", "late_wakeups", "restarts", "storage_faults")
 
     def __init__(self) -> None:
         super().__init__()

@@ -205,6 +205,17 @@ def dispatcher_finds_session_busy(story: Story) -> int:
     )
 
 
+def dispatch_of_failing_session(story: Story) -> int:
+    """The wake-up dispatcher took up a trigger of a session whose storage
+    fails every call (its check of the session's lock)."""
+    broken = {MessageBusKeys.session_lock(story.sessions[a]) for a in story.ledger.broken_storage
+              if a in story.sessions}
+    return sum(
+        1 for e in story.entries
+        if e.op == "is_locked" and e.key in broken and e.task.startswith(("wakeup-dispatcher", "_dispatch_batch"))
+    )
+
+
 def fault_fired(story: Story) -> int:
     return sum(1 for e in story.entries if "injected fault" in e.detail)
 
@@ -275,6 +286,8 @@ WINDOWS: tuple[Window, ...] = (
     Window("message-while-busy", "the user writes while a run is in flight",
            lambda story: sum(1 for message in story.ledger.messages if message[2])),
     Window("job-finishes", "a background job finishes", lambda story: sum(map(len, story.ledger.jobs_finished.values()))),
+    Window("dispatch-of-failing-session", "the dispatcher takes up a trigger of a session whose storage keeps failing",
+           dispatch_of_failing_session),
     Window("restart-while-parked", "a node restarts while a session waits on its card, no run alive",
            lambda story: sum(len(set(r.parked) - r.cancelled) for r in story.ledger.restarts)),
     Window("restart-after-card", "a node restarts while a run that has shown its card finishes its turn",

@@ -8,16 +8,24 @@ order, and tells the interleaver while a call is in flight, so quiescence waits
 for it instead of racing it. The storage itself is untouched: this is an
 object handed to agentscope's constructors in its place. Each write, done
 or not, is also handed to :meth:`SerialStorage.written` with its arguments
-by name, for a subclass that keeps account of what was written.
+by name, for a subclass that keeps account of what was written. A story
+can make every call naming one session fail for good (:attr:`failing`): a
+storage error that stays, as a corrupt row or a lost shard would.
 """
 from __future__ import annotations
 
 import asyncio
 import functools
 import inspect
+from collections import Counter
 from typing import Any
 
 from .interleaver import Interleaver
+
+
+class InjectedStorageFault(RuntimeError):
+    """A storage call a story made fail, as a storage error that stays
+    on one session would."""
 
 
 class SerialStorage:
@@ -30,6 +38,10 @@ class SerialStorage:
         #: Bumped by every call that may write, so readers can cache.
         self.writes = 0
         self._signatures: dict[str, inspect.Signature] = {}
+        #: Session ids whose every call fails from now on.
+        self.failing: set[str] = set()
+        #: Per session id, how many calls failed so.
+        self.fired: Counter[str] = Counter()
 
     def written(self, name: str, arguments: dict[str, Any], result: Any, done: bool) -> None:
         """Called after each call that may write (``name`` neither
@@ -57,6 +69,8 @@ class SerialStorage:
                 self._one_at_a_time = asyncio.Lock()
             await self._interleaver.freeze_if_crashed()
             async with self._one_at_a_time:
+                if self.failing:
+                    self._fail_if_failing(name, self._by_name(name, attr, args, kwargs))
                 writes = not name.startswith(("get_", "list_"))
                 if writes:
                     self.writes += 1
@@ -72,3 +86,9 @@ class SerialStorage:
                     self._interleaver.outside_work_finished()
 
         return serialised
+
+    def _fail_if_failing(self, name: str, arguments: dict[str, Any]) -> None:
+        session_id = arguments.get("session_id")
+        if session_id in self.failing:
+            self.fired[session_id] += 1
+            raise InjectedStorageFault(f"injected fault: storage {name} for session {session_id}")

@@ -108,6 +108,9 @@ class Interleaver(Deaths):
         #: When the bus changes by itself (leases, TTLs); without it, no
         #: repetition is ever left out and none is a livelock.
         self.expiries: Callable[[], Iterable[float]] | None = None
+        #: Asked as settling goes: why the world is busier than a world at
+        #: rest could be, beyond its bus operations (``None``: it is not).
+        self.too_busy: Callable[[], str | None] = lambda: None
         #: Whether settling leaves out repetitions (off: all are played).
         self.skip_repeats = True
         #: Repetitions left out while settling, so far (see :mod:`.repeats`).
@@ -340,6 +343,9 @@ class Interleaver(Deaths):
     def _check_work(self, first_op: int, elapsed: float) -> None:
         """Raise :class:`Restless` once settling has played more bus
         operations than its budget for ``elapsed`` virtual seconds."""
+        why = self.too_busy()
+        if why is not None:
+            raise Restless(why)
         if len(self.trace.entries) - first_op <= BUSY_BASE + BUSY_RATE * elapsed:
             return
         played = self.trace.entries[first_op:]

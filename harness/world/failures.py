@@ -2,7 +2,8 @@
 sessions the faults it did ask for touched.
 
 A fault a rule armed excuses a session only once it fires (a failed bus
-operation on the session's key, a failing model turn served to its agent).
+operation on the session's key, a failing model turn served to its agent,
+a failed storage call naming the session).
 An exception that ends a task, or reaches the loop's exception handler,
 fails the story unless it is (or was caused by) an injected fault: nobody
 else reads those exceptions, and agentscope's logger is silenced.
@@ -13,6 +14,7 @@ import asyncio
 
 from fakes.model import ScriptBook, ScriptedModelError
 from harness.kernel.controlled_bus import ControlledBus, InjectedBusFault
+from harness.kernel.controlled_storage import InjectedStorageFault, SerialStorage
 from harness.kernel.interleaver import Interleaver
 
 
@@ -25,8 +27,10 @@ class FailureWatch:
         interleaver: Interleaver,
         bus: ControlledBus,
         book: ScriptBook,
+        storage: SerialStorage,
     ) -> None:
         self._loop = loop
+        self._storage = storage
         self._interleaver = interleaver
         self._bus = bus
         self._book = book
@@ -43,7 +47,8 @@ class FailureWatch:
             for alias, session_id in sessions.items()
             if session_id in key
         }
-        return touched | {alias for alias in sessions if alias in self._book.failed}
+        failed = {alias for alias, session_id in sessions.items() if self._storage.fired[session_id]}
+        return touched | failed | {alias for alias in sessions if alias in self._book.failed}
 
     def unexpected(self) -> list[str]:
         """Exceptions no rule injected, since the last call, one line each."""
@@ -74,7 +79,7 @@ def injected(error: BaseException | None) -> bool:
     seen = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, (InjectedBusFault, ScriptedModelError)):
+        if isinstance(error, (InjectedBusFault, InjectedStorageFault, ScriptedModelError)):
             return True
         error = error.__cause__ or error.__context__
     return False

@@ -1,10 +1,15 @@
 """The faults a story injects into the world: a run's process dies, a
-node dies, a bus operation fails. Part of the :class:`~.world.World`
+node dies, a bus operation fails, a session's storage keeps failing. Part of the :class:`~.world.World`
 façade (its attributes: the interleaver, the nodes, the bus inspector,
 the Redis link)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+
+#: How often one session's failing storage may be tried before the world
+#: counts as busier than one at rest (I17): a trigger that can never be
+#: dispatched is given up, not retried for ever.
+STORAGE_TRIES = 50
 
 
 class WorldFaults:
@@ -60,3 +65,19 @@ class WorldFaults:
         if run is None or not run.held:
             return False
         return all(r.held for r in self.actors.working_for(run))
+
+    def fail_storage(self, alias: str) -> None:
+        """From now on every storage call naming ``alias``'s session fails
+        (a corrupt row, a lost shard): a trigger for it can never be
+        dispatched."""
+        self.app.storage.failing.add(self.sessions[alias])
+
+    def too_busy(self) -> str | None:
+        """Why the world is busier than one at rest could be, beyond its
+        bus operations: a session's failing storage tried again and again."""
+        tried = self.app.storage.fired.most_common(1)
+        if tried and tried[0][1] > STORAGE_TRIES:
+            session_id, count = tried[0]
+            return (f"the failing storage of session {session_id} was tried {count} times "
+                    f"(more than {STORAGE_TRIES}): a trigger that can never be dispatched is retried for ever")
+        return None

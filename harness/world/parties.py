@@ -8,6 +8,8 @@ at a time.
 """
 from __future__ import annotations
 
+from harness.kernel.controlled_storage import InjectedStorageFault
+
 from .app import AgentscopeApp
 from .surface import (
     ChatRequest,
@@ -34,6 +36,8 @@ async def post_chat(app: AgentscopeApp, agent_id: str, session_id: str, payload)
     except HTTPException as refused:
         if refused.status_code != 409:
             raise
+        return True
+    except InjectedStorageFault:  # an error answer: the message went nowhere
         return True
     return False
 

@@ -84,7 +84,8 @@ class World(WorldFaults, WorldLifecycle):
             run_alive=lambda session_id: self._run_of_id(session_id) is not None,
             setup=self.setup,
         )
-        self._failures = FailureWatch(self.loop, self.interleaver, self.bus, self.app.book)
+        self._failures = FailureWatch(self.loop, self.interleaver, self.bus, self.app.book, storage)
+        self.interleaver.too_busy = self.too_busy
         #: The session each outside party's action was for.
         self._acting_for: dict[ControlledTask, str] = {}
         self._closed = False
@@ -341,8 +342,7 @@ class World(WorldFaults, WorldLifecycle):
         return self.app.desk.running_jobs(self.sessions[alias])
 
     def dispatcher_waiting(self, node: int = 0) -> bool:
-        """Node ``node``'s wake-up dispatcher is held at a bus operation
-        (has work)."""
+        """Node ``node``'s wake-up dispatcher is held at a bus operation."""
         dispatcher = self.dispatcher(node)
         return dispatcher is not None and dispatcher.held
 

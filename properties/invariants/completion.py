@@ -108,6 +108,8 @@ def failures_reported_once(obs: Observation, ledger: Ledger) -> None:
                 continue
             if count == 0 and view.alias in ledger.crashed:
                 continue  # its process died mid-reply: nobody is left to end it
+            if count == 0 and view.alias in ledger.faults:
+                continue  # a fault touched it (storage that fails cannot store its end)
             raise Broken(
                 f"reply {reply_id} of {view.alias} ends exactly once",
                 f"it ended {count} times ({view.parked_status})",

@@ -109,7 +109,7 @@ def refused_only_while_busy(obs: Observation, ledger: Ledger) -> None:
     the answer), so a refusal then tells the user what to do."""
     del obs
     for alias, refused, busy, parked in ledger.messages:
-        if refused and not busy and not parked:
+        if refused and not busy and not parked and alias not in ledger.faults:
             raise Broken(
                 f"{alias}'s endpoint accepts a message while no run of {alias} "
                 "is in flight and nothing awaits the user",

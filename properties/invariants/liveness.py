@@ -16,7 +16,8 @@ def nothing_waits_forever(obs: Observation, ledger: Ledger) -> None:
     Liveness after failures: a crashed run's lock and consumer registration
     must stop blocking once their leases expire, and what was delivered to
     the session meanwhile must then reach its agent. A parked session's
-    inbox rightly waits for the resume."""
+    inbox rightly waits for the resume, and one whose storage fails every
+    call has nothing that could consume it."""
     if not obs.past_leases:
         return
     for view in obs.sessions.values():
@@ -31,6 +32,8 @@ def nothing_waits_forever(obs: Observation, ledger: Ledger) -> None:
             )
         if view.parked_status != "idle" or view.run_alive or not view.queued:
             continue
+        if view.alias in ledger.broken_storage:
+            continue  # nothing can consume it: its storage fails every call
         raise Broken(
             f"{view.alias}'s inbox is consumed once the world settles past "
             "every lease",

@@ -1,4 +1,5 @@
-"""Faults: a run's process crashes, a bus operation fails. Each rule
+"""Faults: a run's process crashes, a bus operation fails, a session's
+storage keeps failing. Each rule
 exists only on machines whose flag turns it on. A crash touches its session
 at once; a bus fault only once it fires (the machine asks the world which
 sessions fired faults touched)."""
@@ -71,3 +72,21 @@ class BusFaults:
         the bus fails it (a dropped connection, a failover)."""
         kind, name, key_of = BUS_FAULTS[operation]
         self.world.fail_next(session, kind, name, key_of)
+
+
+class StorageFaults:
+    """A session's storage keeps failing (machines with ``storage_faults``)."""
+
+    @story_rule(
+        session=Where("exists"),
+        says=lambda session: (
+            f"Every storage call for {session}'s session fails from now on (a corrupt row, "
+            "a lost shard): a trigger for it can never be dispatched."
+        ),
+    )
+    def storage_keeps_failing(self, session: str) -> None:
+        """A storage error that stays, on one session: its runs, its
+        endpoint calls and the dispatcher's look-up of it fail, while the
+        other sessions carry on. The session is touched once a call fails."""
+        self.world.fail_storage(session)
+        self.ledger.broken_storage.add(session)
