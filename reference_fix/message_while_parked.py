@@ -10,29 +10,57 @@ endpoint accepted it (it answers 409 only while a run of the session is in
 flight in its own process), and a channel's message, queued as a
 ``message`` trigger, meets the same end through the wake-up dispatcher.
 
+What the endpoint promises, in agentscope's own words: the chat route's
+module docstring and ``chat``'s ``Raises`` make its 409 the "double-submit
+guard" for "a chat run for this session ... already in flight", with the
+run registry's own reason ("already has an active chat run"); anything
+else it accepts is "scheduled" and, as ``enqueue_run_trigger`` documents
+the ``message`` kind, a user message waits out a busy session and is then
+reasoned over "as a real user turn". A run holds its session while the
+session lock is held (``ChatService.interrupt``'s "Running (lock held)",
+the channel gateway's "reply already in flight").
+
 The fix, in two places, one for each way in:
 
 - **The chat endpoint refuses the message (409)** while the session's
-  stored state is parked on a call, as upstream PR #2779 proposes: the
-  user is there to be told, and the answer says what to do (answer the
-  card, or stop the reply). ``ChatService.awaiting_tool_calls`` reads the
-  stored state the way the agent will (``get_awaiting_tool_calls``).
+  stored state is parked on a call and no run holds the session, as
+  upstream PR #2779 proposes: the user is there to be told, and the answer
+  says what to do (answer the card, or stop the reply).
+  ``ChatService.awaiting_tool_calls`` reads the stored state the way the
+  agent will (``get_awaiting_tool_calls``), then the session lock: while
+  a run holds it (a resume among them: the stored state stays parked until
+  that run persists) it counts none, and the route goes on as released,
+  so a run in flight in this process gets the registry's own refusal and
+  one elsewhere the message waits for the lock. The state is read before
+  the lock, so a resume that starts in between is seen working.
 - **A run that finds its agent parked keeps the message for after the
-  resume** instead of failing: it queues it in the session's inbox as a
-  hint, and the resuming run's first reasoning step drains it
-  (``InboxMiddleware``), as it drains everything else that arrived while
-  the agent waited. Refusing is not possible there: nobody waits for an
-  answer. A channel's message is queued by its gateway and reaches the run
-  through the dispatcher, and a message the endpoint accepted may reach the
-  run only after a run in another process parked the agent (the endpoint
-  reads the stored state, which a run holding the session has not written
-  yet). Dropping it with a logged warning would lose what the user wrote
-  with no word to them, which is the bug with a quieter ending; keeping it
-  is what the channel gateway already does with a message that finds a
-  reply in flight (it pushes it to the inbox as a hint). The hint names
-  the sender (``{"label": "user", "sublabel": <name>}``).
+  resume**, as the user's message: it delivers it to the session's inbox
+  through ``deliver_to_inbox`` (under the inbox lock, as every producer
+  does), marked as kept, and the run that resumes the agent (an answer,
+  an external result or a stop) takes the kept messages back out of the
+  inbox and queues each as a ``message`` trigger. The dispatcher holds
+  those while the resume runs (the session is busy), then starts each as a
+  user turn: persisted, reasoned over and answered, on a channel streamed
+  back to its chat. If the agent parks again first, the message is kept
+  again. Refusing is not possible there: nobody waits for an answer. A
+  channel's message reaches the run through the dispatcher, and a message
+  the endpoint accepted may reach the run only after a run in another
+  process parked the agent. Re-queuing it as the ``message`` trigger it
+  was (or would have been) is agentscope's own way to hand a user turn to
+  a busy session; turning it into a hint on the resumed reply (as the
+  gateway does for a reply in flight) would answer nobody, and a notice
+  that refuses it would break the endpoint's 200. Until the resume the
+  message waits in the inbox, where a run that meets it without this fix
+  still gives it to the agent (as a hint) rather than losing it.
 
-Three patches: ``ChatService`` gains the two helpers (added after
+The inbox has no peek, so a registry flag beside it says that something
+was kept: a resume with nothing kept touches neither the inbox nor its
+lock. Cost: per kept message, one inbox delivery and a flag write; per
+resume, one registry read, and when something was kept, one drain of the
+inbox (what was not kept goes back, in order, under the inbox lock) and a
+trigger per kept message.
+
+Three patches: ``ChatService`` gains the three helpers (added after
 :meth:`ChatService.run`), the chat route calls the first, and
 ``_run_impl`` calls the second where it already drops a parked wake-up
 (``_skip_parked_wakeup``); the run's ``finally`` is not touched. The parts
@@ -96,15 +124,20 @@ HELPERS = RUN_TAIL + '''
         session_id: str,
         agent_id: str,
     ) -> int:
-        """How many tool calls the session's agent is parked on, as last
-        stored: ``ASKING`` the user's confirmation or ``SUBMITTED`` for an
-        external result.
+        \"\"\"How many tool calls the session's agent is parked on, as last
+        stored, while no run holds the session: ``ASKING`` the user's
+        confirmation or ``SUBMITTED`` for an external result.
 
         A parked agent takes only the answers to those calls (or an
         interrupt): :meth:`Agent._check_incoming_event` rejects a new
         message, so the chat endpoint refuses one (409) while this is not
-        zero. A session or agent that cannot be found counts none here;
-        the run reports it as before.
+        zero. While a run holds the session lock it is zero: that run
+        answers for the session (a resume keeps the stored state parked
+        until it persists), and the endpoint answers as it does for any
+        run in flight. The state is read before the lock, so a resume
+        that takes the session in between is seen working. A session or
+        agent that cannot be found counts none here; the run reports it
+        as before.
 
         Args:
             user_id (`str`):
@@ -117,7 +150,7 @@ HELPERS = RUN_TAIL + '''
         Returns:
             `int`:
                 The number of awaiting tool calls.
-        """
+        \"\"\"
         session = await self._storage.get_session(
             user_id,
             agent_id,
@@ -132,48 +165,69 @@ HELPERS = RUN_TAIL + '''
             )
         except HTTPException:
             return 0
-        return len(
-            session.state.get_awaiting_tool_calls(agent_record.data.name),
+        awaiting = session.state.get_awaiting_tool_calls(
+            agent_record.data.name,
         )
+        if not awaiting or await self._message_bus.is_locked(
+            MessageBusKeys.session_lock(session_id),
+        ):
+            return 0
+        return len(awaiting)
 
     async def _keep_message_while_parked(
         self,
+        user_id: str,
         session_id: str,
+        agent_id: str,
         agent: Agent,
         input_msg: object,
     ) -> bool:
-        """Queue a message that reaches a parked agent for its resume.
+        \"\"\"Keep a message that reaches a parked agent for after its
+        resume; on the resume, hand what was kept back as user turns.
 
-        The agent would reject it (it waits for an answer) and the run
-        end in a setup error. Nobody waits for a refusal here: the message
-        came from a channel (a ``message`` trigger), or the chat endpoint
-        accepted it before a run elsewhere parked the agent. So it goes to
-        the session's inbox as a hint, as the channel gateway does with a
-        message that finds a reply in flight, and the resuming run's first
-        reasoning step drains it.
+        The agent would reject a message (it waits for an answer) and the
+        run end in a setup error. Nobody waits for a refusal here: the
+        message came from a channel (a ``message`` trigger), or the chat
+        endpoint accepted it before a run elsewhere parked the agent. So
+        it is delivered to the session's inbox, marked as the user's, and
+        the run ends. A run that resumes the agent (an answer, an external
+        result, a stop) queues what was kept as ``message`` triggers
+        (:meth:`_requeue_kept_messages`) before the agent reasons.
 
         Args:
+            user_id (`str`):
+                The owning user id.
             session_id (`str`):
                 The session being run.
+            agent_id (`str`):
+                The agent that owns the session.
             agent (`Agent`):
                 The assembled agent, whose state is inspected.
             input_msg (`object`):
-                The run's input; only ``Msg`` / ``list[Msg]`` are kept.
+                The run's input; ``Msg`` / ``list[Msg]`` are kept.
 
         Returns:
             `bool`:
                 ``True`` when the message was kept and the run should end.
-        """
-        if not isinstance(input_msg, (Msg, list)):
+        \"\"\"
+        if not agent.state.get_awaiting_tool_calls(agent.name):
             return False
-        awaiting = agent.state.get_awaiting_tool_calls(agent.name)
-        if not awaiting:
+        if not isinstance(input_msg, (Msg, list)):
+            if input_msg is not None:
+                await self._requeue_kept_messages(
+                    user_id,
+                    session_id,
+                    agent_id,
+                )
             return False
         msgs = [input_msg] if isinstance(input_msg, Msg) else input_msg
         for msg in msgs:
-            await self._message_bus.queue_push(
-                MessageBusKeys.inbox(session_id),
-                HintBlock(
+            await deliver_to_inbox(
+                self._message_bus,
+                user_id=user_id,
+                session_id=session_id,
+                agent_id=agent_id,
+                payload=HintBlock(
                     hint=[
                         block
                         for block in msg.get_content_blocks()
@@ -185,19 +239,100 @@ HELPERS = RUN_TAIL + '''
                     ),
                 ).model_dump(mode="json"),
             )
-        logger.warning(
-            "Session %s is parked on %d awaiting tool call(s): %d incoming "
-            "message(s) kept in its inbox for when the agent resumes.",
+        await self._message_bus.registry_set(
+            MessageBusKeys.inbox(session_id) + ":kept",
+            "kept",
+            "1",
+        )
+        logger.info(
+            "Session %s is parked on an awaiting tool call: %d incoming "
+            "message(s) kept in its inbox until the agent resumes.",
             session_id,
-            len(awaiting),
             len(msgs),
         )
         return True
+
+    async def _requeue_kept_messages(
+        self,
+        user_id: str,
+        session_id: str,
+        agent_id: str,
+    ) -> None:
+        \"\"\"Queue the messages kept while the agent was parked as
+        ``message`` triggers, from the run that resumes it.
+
+        Taken out of the inbox before the agent reasons, so they do not
+        reach the resumed reply as hints. The dispatcher holds each
+        trigger while this run holds the session, then runs it as a user
+        turn. The inbox is drained and the rest pushed back in order under
+        the inbox lock, as :func:`has_pending_inbox_or_release` does; a
+        registry flag set with the kept messages spares a resume with
+        nothing kept the drain.
+
+        Args:
+            user_id (`str`):
+                The owning user id.
+            session_id (`str`):
+                The session being resumed.
+            agent_id (`str`):
+                The agent that owns the session.
+        \"\"\"
+        inbox = MessageBusKeys.inbox(session_id)
+        flag = inbox + ":kept"
+        if await self._message_bus.registry_get(flag, "kept") is None:
+            return
+        kept: list[Msg] = []
+        async with self._message_bus.acquire_lock(
+            MessageBusKeys.inbox_lock(session_id),
+            ttl_secs=MessageBusKeys.INBOX_LOCK_TTL_SECS,
+        ):
+            payloads: list[dict] = []
+            while True:
+                batch = await self._message_bus.queue_drain(
+                    inbox,
+                    max_count=100,
+                )
+                if not batch:
+                    break
+                payloads.extend(payload for _entry_id, payload in batch)
+            for payload in payloads:
+                hint = HintBlock.model_validate(payload)
+                try:
+                    source = json.loads(hint.source or "{}")
+                except ValueError:
+                    source = None
+                if isinstance(source, dict) and source.get("label") == "user":
+                    kept.append(
+                        Msg(
+                            name=source.get("sublabel") or "user",
+                            content=hint.hint,
+                            role="user",
+                        ),
+                    )
+                else:
+                    await self._message_bus.queue_push(inbox, payload)
+            await self._message_bus.registry_del(flag, "kept")
+        for msg in kept:
+            await enqueue_run_trigger(
+                self._message_bus,
+                user_id=user_id,
+                session_id=session_id,
+                agent_id=agent_id,
+                kind=MessageBusKeys.WAKEUP_KIND_MESSAGE,
+                inputs=msg,
+            )
+        logger.info(
+            "Session %s resumes: %d message(s) kept while it was parked "
+            "queued as user turns.",
+            session_id,
+            len(kept),
+        )
 '''
 
 HELPERS_PATCH = _patch(
     "ChatService", "run", RUN_TAIL, HELPERS,
-    "ChatService learns to count a session's awaiting calls and to keep a message for the resume",
+    "ChatService learns to count a parked session's awaiting calls, to keep a message as the user's"
+    " and to queue it as a user turn on the resume",
 )
 
 # ── the chat route: 409 while parked ──────────────────────────────────
@@ -215,8 +350,9 @@ REFUSE_THEN_SPAWN = """\
     # ------------------------------------------------------------------
     # A session parked on a tool call (the user's confirmation or an
     # external result) takes only the answer, or a stop: the agent would
-    # reject a new message and the run end in a setup error. Refuse it
-    # here, where the user hears of it.
+    # reject a new message. While no run holds the session, refuse it
+    # here, where the user hears of it; while one does (a resume among
+    # them), the registry below answers as for any run in flight.
     # ------------------------------------------------------------------
     if request.input is not None:
         awaiting = await chat_service.awaiting_tool_calls(
@@ -238,7 +374,7 @@ REFUSE_THEN_SPAWN = """\
 
 ENDPOINT_PATCH = _patch(
     None, "chat", SPAWN, REFUSE_THEN_SPAWN,
-    "the chat endpoint answers 409 to a message while the session is parked on a call",
+    "the chat endpoint answers 409 to a message while the session is parked on a call and no run holds it",
     module="agentscope.app._router._chat",
 )
 
@@ -251,7 +387,9 @@ SKIP = """\
 
 SKIP_OR_KEEP = SKIP + """\
                 if await self._keep_message_while_parked(
+                    user_id,
                     session_id,
+                    agent_id,
                     agent,
                     input_msg,
                 ):
@@ -260,7 +398,7 @@ SKIP_OR_KEEP = SKIP + """\
 
 RUN_PATCH = _patch(
     "ChatService", "_run_impl", SKIP, SKIP_OR_KEEP,
-    "a run that finds its agent parked keeps its message in the inbox for the resume",
+    "a run that finds its agent parked keeps its message for the resume, which queues it as a user turn",
 )
 
 #: The fix, in the order its patches are applied.
