@@ -1,9 +1,13 @@
 """The message-while-parked fix (F2, I8): where it applies, what it changes.
 
-A message to a session parked on a pending call is refused by the chat
-endpoint (409), and one that reaches a run anyway (a channel's ``message``
-trigger) is kept in the inbox and reaches the agent after the resume. The
-diff shipped in ``patches/`` is the text the runtime patches apply.
+A message to a session parked on a pending call, with no run holding it, is
+refused by the chat endpoint (409, "waiting for the answer"); while a run
+holds the session (a resume among them) the endpoint answers as agentscope
+does for any run in flight. One that reaches a run anyway (a channel's
+``message`` trigger) is delivered to the inbox through ``deliver_to_inbox``
+and, when the agent resumes, queued again as a ``message`` trigger: it
+reaches the agent as the user's own turn and is answered. The diff shipped
+in ``patches/`` is the text the runtime patches apply.
 """
 from __future__ import annotations
 
@@ -12,10 +16,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from agentscope.app._router._schema import ChatRequest
+from agentscope.app.message_bus import MessageBusKeys
+from agentscope.message import UserMsg
+from fastapi import HTTPException
 
 import reference_fix
 from harness.world import agentscope_under_test
+from harness.kernel.tasks import Op
+from harness.world.surface import chat_endpoint
 from properties.machine import machine_enforcing
+from properties.story.playback import playing
 from reference_fix import message_while_parked as fix
 from reference_fix.diffs import diff_path
 
@@ -131,7 +142,7 @@ def test_a_message_while_parked_is_dropped_with_an_error_unless_fixed(via: str):
     if via == "chat endpoint":
         assert fixed["refused"] and not fixed["reached"]  # 409: the user is told
     else:
-        assert not fixed["refused"] and fixed["reached"]  # kept, then drained by the resume
+        assert not fixed["refused"] and fixed["reached"]  # kept, then answered after the resume
 
 
 @needs_target
@@ -156,3 +167,126 @@ def test_the_route_function_is_patched_in_place_and_restored():
     assert route.chat.__code__ is code
     assert not hasattr(ChatService, "awaiting_tool_calls")
     assert "_keep_message_while_parked" not in ChatService._run_impl.__code__.co_names
+
+
+# ── the reason of a 409, the inbox lock, the kept message's form ─────
+
+WAITING = "is waiting for the answer to"
+IN_FLIGHT = "already has an active chat run"
+
+
+async def _post(app, agent_id: str, session_id: str, text: str) -> tuple[int, str]:
+    """POST /chat/ with a user message, through agentscope's route: the
+    status and, for a refusal, its reason."""
+    request = ChatRequest(agent_id=agent_id, session_id=session_id, input=UserMsg(name="user", content=text))
+    deps = dict(user_id=app.user_id, chat_service=app.chat_service, chat_run_registry=app.registry, message_bus=app.bus)
+    try:
+        await chat_endpoint(request, **deps)
+    except HTTPException as refused:
+        return refused.status_code, str(refused.detail)
+    return 200, ""
+
+
+def _posts(story, alias: str, text: str) -> tuple[int, str]:
+    """The user posts ``text`` to ``alias`` on node 0 (the post runs until
+    it answers)."""
+    world = story.world
+    app = world.nodes[0].app
+    posted = world._act(_post(app, world._agents[alias], world.sessions[alias], text), f"user posts to {alias}", alias, 0)
+    world.actors.finish(posted)
+    assert posted.task.done()
+    return posted.task.result()
+
+
+def _parked(story, alias: str = "solo") -> None:
+    story.user_sends_message(session=alias, model_turn="calls GatedAction")
+    story.everything_settles()
+    assert story.world.observe_session(alias).parked_status != "idle"
+
+
+@needs_target
+def test_during_a_resume_the_endpoint_gives_the_busy_refusal_not_waiting_for_an_answer():
+    """Point 1: while the resume of an answered call runs, the stored state
+    is still parked (the run persists at its end). The endpoint answers
+    with the run registry's refusal of a run in flight, the one it gives
+    any message sent while a run works, never that the session waits for
+    the answer to its call; before the answer it says that."""
+    with _fixed(), playing(("I8", "I15"), parked_messages=True, cast=("leader", "solo")) as story:
+        _parked(story)
+        status, parked_reason = _posts(story, "solo", "is it done?")
+        assert status == 409 and WAITING in parked_reason and "1 tool call(s)" in parked_reason
+        story.user_answers_confirmation(session="solo", decision="confirms", posted_to_leader=False)
+        story.dispatcher_processes_queue()  # the resume run takes its turn and holds the session
+        assert story.world.run_of("solo") is not None
+        assert story.world.observe_session("solo").parked_status != "idle"  # as stored: not yet persisted
+        status, resume_reason = _posts(story, "solo", "is it done now?")
+        assert status == 409 and IN_FLIGHT in resume_reason and WAITING not in resume_reason, resume_reason
+        story.everything_settles()
+        assert story.world.observe_session("solo").parked_status == "idle"
+        assert _posts(story, "solo", "thanks") == (200, "")  # answered: nothing holds or parks it
+
+
+@needs_target
+def test_a_kept_message_is_delivered_under_the_inbox_lock():
+    """Point 2: the run that keeps a channel's message pushes it onto the
+    inbox holding the inbox lock (``deliver_to_inbox``), as every producer
+    does; the hand-off protocol then wakes the session (a wake-up the
+    parked agent skips)."""
+    with _fixed(), playing(("I8",), parked_messages=True, cast=("leader", "solo")) as story:
+        _parked(story)
+        world = story.world
+        sid = world.sessions["solo"]
+        story.user_messages_parked_session(session="solo", via="channel")
+        world.finish_dispatcher(0)
+        run = world.run_of("solo")
+        assert run is not None
+        push = Op("queue_push", MessageBusKeys.inbox(sid))
+        world.actors.finish(run, stop=world.actors.held_at(push))
+        assert world.actors.held_at(push)(run), "the kept message is pushed onto the inbox"
+        assert world._inspector.lock_holder(MessageBusKeys.inbox_lock(sid)) is not None, "under the inbox lock"
+
+
+@needs_target
+def test_a_kept_message_reaches_the_agent_as_the_users_turn_and_is_answered():
+    """Point 3: a channel's message that meets the parked agent waits in the
+    inbox until the user answers; then it is the user's own message in the
+    agent's context (not a hint on the resumed reply), and a reply of its
+    own answers it, after the resumed one."""
+    with _fixed(), playing(("I8",), parked_messages=True, cast=("leader", "solo")) as story:
+        _parked(story)
+        story.user_messages_parked_session(session="solo", via="channel")
+        story.everything_settles()
+        (marker, refused), = story.ledger.parked_messages["solo"]
+        view = story.world.observe_session("solo")
+        assert not refused and view.parked_status != "idle"
+        assert any(marker in str(p.get("hint")) for p in view.queued), "kept in the inbox while parked"
+        story.user_answers_confirmation(session="solo", decision="confirms", posted_to_leader=False)
+        story.everything_settles()
+        view = story.world.observe_session("solo")
+        assert view.parked_status == "idle" and not view.queued
+        assert marker in view.context_user_texts and not any(marker in h for h in view.context_hints)
+        ends = [e for e in view.events if e.get("type") == "REPLY_END"]
+        assert [e.get("finished_reason") for e in ends][-2:] == ["completed", "completed"], ends
+        assert len({e.get("reply_id") for e in ends[-2:]}) == 2, "the resumed reply, then one for the message"
+
+
+@needs_target
+def test_a_message_kept_across_a_second_parking_is_kept_again():
+    """The resumed reply parks again (its model asks for another
+    confirmation): the message queued on the resume meets a parked agent
+    once more and is kept again; the second answer lets it through."""
+    with _fixed(), playing(("I8",), parked_messages=True, cast=("leader", "solo")) as story:
+        _parked(story)
+        story.user_messages_parked_session(session="solo", via="channel")
+        story.everything_settles()
+        (marker, _), = story.ledger.parked_messages["solo"]
+        story.script("solo", "calls GatedAction")  # the resumed reply asks again
+        story.user_answers_confirmation(session="solo", decision="confirms", posted_to_leader=False)
+        story.everything_settles()
+        view = story.world.observe_session("solo")
+        assert view.parked_status != "idle" and marker not in view.context_user_texts
+        assert any(marker in str(p.get("hint")) for p in view.queued), "kept again"
+        story.user_answers_confirmation(session="solo", decision="confirms", posted_to_leader=False)
+        story.everything_settles()
+        view = story.world.observe_session("solo")
+        assert view.parked_status == "idle" and marker in view.context_user_texts and not view.queued
