@@ -10,51 +10,92 @@ re-delivers: what producers deferred to the dead run, and the payload the
 popped trigger was for, wait in the inbox until an unrelated event for
 that session (I11).
 
-The fix: a watch list on the bus (one hash, ``agentscope:inbox:watch``,
-session id to its user and agent) and a sweeper in the wake-up dispatcher.
+The fix: a watch list on the bus and a sweeper in the wake-up dispatcher.
+The list is one registry namespace, ``f"{MessageBusKeys.wakeup_queue()}:
+watch"`` (``agentscope:wakeups:watch``). A new key is unavoidable: a
+process that never saw the run has to find it, and every registry
+namespace ``MessageBusKeys`` builds is per session or per channel (its
+global keys are the trigger queue and pub/sub channels). It is derived
+from the trigger queue's key as agentscope derives related keys (the
+index-task signal is its queue's key plus ``:wake``): it holds the
+wake-ups owed should a run die. Each entry names one session (its user,
+session and agent ids), and is one of two kinds, so that no run's end can
+take another's entry off:
 
-- A run puts its session on the list when it starts
-  (``ChatService.run``, before ``_run_impl``) and takes it off when it ends
-  (its ``finally``); the dispatcher puts the session on the list before it
-  spawns a run for a trigger it drained. Only a run whose process died
-  leaves its session on the list.
-- The sweeper runs while the list is not empty: every drain of the
-  dispatcher arms it (on start, and on every signal; a run's start
-  publishes one, so every process's sweeper arms). It reads the list at
-  once and then every 30 s, and stops when the list is empty. For each
-  session with no run in this process and no session lock, it takes the
-  inbox lock and, if the session is still listed (another process' sweeper
-  may have taken it), looks at the inbox (drain and put back, as
-  ``has_pending_inbox_or_release`` does); if no consumer is registered it
-  takes the session off the list and, once the inbox lock is released, if
-  payloads wait, queues a wake-up for them, as a producer would.
+- ``run:<id>``, one per run the dispatcher spawns for a trigger it
+  drained (a fresh id from agentscope's id factory). The dispatcher lists
+  it right after the spawn and takes it off when that run's task ends (a
+  done callback, or at once if it has ended); only a run whose process
+  died leaves it.
+- ``deferred:<session id>``, put by ``deliver_to_inbox`` when it defers a
+  payload to a registered consumer, under the inbox lock and only if the
+  session is not listed yet. No run takes it off: the sweeper does, once
+  it finds the session with no run and no consumer (then every deferred
+  payload has been drained, or waits for the wake-up it queues). A
+  producer that lists the session publishes the wake-up signal after
+  releasing the inbox lock, so every process' sweeper looks (the run's own
+  may die with it).
 
-Cost: per run, three bus operations (``HSET`` and ``PUBLISH`` at its
-start, ``HDEL`` at its end) and one trigger-queue drain per process for
-that signal; per dispatched trigger, one ``HSET``. Per sweep (30 s) while
-any session is on the list: one ``HGETALL``, one ``EXISTS`` per listed
-session not running in this process, and for a listed session whose lock
-has expired (its run died) the inbox look (lock, ``HGET`` of the list
-entry, drain, a push per payload, ``HGET`` of the registration, ``HDEL``,
-unlock) and, when payloads wait, a trigger (``RPUSH``, ``PUBLISH``). No
-operation while nothing runs.
+The sweeper runs while the list is not empty. Every drain of the
+dispatcher arms it (on start, and on each signal), and so does a spawn.
+It reads the list at once and then every 30 s, and stops when it reads it
+empty. For each listed session with no run in this process and no
+session lock, it takes the inbox lock and, if an entry of it is still
+listed (another process' sweeper may have taken it), looks at the inbox
+(drain and put back, as ``has_pending_inbox_or_release`` does); if no
+consumer is registered it takes the session's entries off and, once the
+inbox lock is released, if payloads wait, queues a wake-up for them, as a
+producer would.
+
+Cost in bus operations, counted by ``test_its_cost_in_bus_operations``
+(``tests/test_fix_inbox_sweeper.py``: the harness's trace of a story
+played to rest with and without the fix, one process):
+
+- the dispatcher's start: one ``registry_getall`` (the list, read empty);
+- a run the chat endpoint starts, nothing deferred to it: none (the
+  previous form of this fix: six, ``registry_set``, ``publish``, the
+  drain the signal causes, ``registry_del``, two ``registry_getall``);
+- a run the dispatcher spawns for a trigger (a delivery to an idle
+  session): four, ``registry_set`` and ``registry_del`` of its entry and,
+  the sweeper being stopped, a ``registry_getall`` when it is armed and
+  one 30 s on that reads the list empty (previous form: seven);
+- a payload deferred to a running run: fourteen for the first since the
+  sweeper last took the session off: the producer's ``registry_get``,
+  ``registry_set`` and ``publish``; the drain of each process' dispatcher
+  on that signal; three ``registry_getall`` (armed, 30 s on, empty); once
+  the run has ended, the look that takes the entry off (``is_locked``,
+  the inbox lock, ``registry_get`` of the entry, one drain, the
+  registration's ``registry_get``, ``registry_del``, the release). Each
+  further deferral while it is listed: one ``registry_get``. (Previous
+  form: nothing per deferral, six per run.);
+- per sweep (every 30 s while anything is listed), per process: one
+  ``registry_getall``, one ``is_locked`` per listed session not running
+  here; for a session whose lock is free, the look above (with a push per
+  payload waiting) and, when payloads wait with no consumer, a wake-up
+  (``queue_push``, ``publish``);
+- a drain of the dispatcher (each signal) while its sweeper is stopped:
+  one ``registry_getall``. Nothing while nothing is listed and no trigger
+  flows.
 
 Residual window (not reachable in one process): a sweeper in another
-process may find a session listed, unlocked and with an empty inbox while
-a new run of it sits between its start and its lock acquisition; it takes
-the session off the list, and if that run then dies after producers
-deferred to it, they wait. The watertight place for the listing is
-``deliver_to_inbox`` (under the inbox lock, when it defers to a consumer);
-this fix keeps to methods.
+process may find a session listed, unlocked and with payloads while the
+run the dispatcher just spawned for them sits between its spawn and its
+lock acquisition; it then queues a second wake-up for the session (a run
+with nothing new to read, or one that skips a parked session), and the
+spawned run stays listed until it ends.
 """
 from __future__ import annotations
 
 from .source_patch import SourcePatch
 
 TARGET_RELEASES = ("2.0.7", "2.0.7.post1", "2.0.8", "2.0.9", "2.0.10", "2.0.11")
-WATCH = "agentscope:inbox:watch"
+#: The watch list's key, as the patched code builds it.
+WATCH_KEY = 'f"{MessageBusKeys.wakeup_queue()}:watch"'
+#: The key it names (agentscope's trigger queue key plus ``:watch``).
+WATCH = "agentscope:wakeups:watch"
 SWEEP_SECS = 30.0
 DISPATCHER = "agentscope.app._manager._wakeup_dispatcher"
+BUS_OPS = "agentscope.app._bus_ops"
 
 DRAIN_START = '''\
         """Read up to a batch of trigger entries and dispatch each."""
@@ -97,30 +138,75 @@ SPAWN = """\
             )
 """
 
-SWEEPER = f'''
-    async def _watch_session(
+SWEEPER = '''
+    async def _watch_run(
         self,
         user_id: str,
         session_id: str,
         agent_id: str,
-    ) -> None:
-        """Put the session on the inbox watch list (see
-        :meth:`_sweep_inboxes`)."""
+    ) -> str | None:
+        """Put the run just spawned on the inbox watch list (see
+        :meth:`_sweep_inboxes`); returns its entry."""
         import json  # pylint: disable=import-outside-toplevel
 
+        # pylint: disable-next=import-outside-toplevel
+        from ..._utils._common import _generate_id
+
+        field = f"run:{_generate_id()}"
         try:
             await self._bus.registry_set(
-                "{WATCH}",
-                session_id,
-                json.dumps({{"user_id": user_id, "agent_id": agent_id}}),
+                WATCH_KEY,
+                field,
+                json.dumps(
+                    {
+                        "user_id": user_id,
+                        "session_id": session_id,
+                        "agent_id": agent_id,
+                    },
+                ),
             )
         except Exception:  # pylint: disable=broad-except
             logger.exception(
                 "WakeupDispatcher: could not watch session %s.",
                 session_id,
             )
-            return
+            return None
         self._arm_inbox_sweeper()
+        return field
+
+    def _unwatch_at_end(self, session_id: str, field: str | None) -> None:
+        """Take ``field`` off the watch list when the session's local run
+        ends."""
+        if field is None:
+            return
+        run = self._registry.get(session_id)
+
+        async def _unwatch() -> None:
+            try:
+                await self._bus.registry_del(
+                    WATCH_KEY,
+                    field,
+                )
+            except Exception:  # pylint: disable=broad-except
+                logger.exception(
+                    "WakeupDispatcher: could not unwatch session %s.",
+                    session_id,
+                )
+
+        def _at_end(_run: object = None) -> None:
+            task = asyncio.create_task(_unwatch(), name="wakeup-unwatch")
+            self._unwatching.add(task)
+            task.add_done_callback(self._unwatching.discard)
+
+        self._unwatching: set[asyncio.Task] = getattr(
+            self,
+            "_unwatching",
+            set(),
+        )
+        if run is None:
+            _at_end()
+        else:
+            run.add_done_callback(_at_end)
 
     def _arm_inbox_sweeper(self) -> None:
         """Start the inbox sweeper unless it runs (then it reads the watch
@@ -138,37 +224,47 @@ SWEEPER = f'''
         sweeper.add_done_callback(self._retry_tasks.discard)
 
     async def _sweep_inboxes(self) -> None:
-        """While any session is on the watch list, look at each now and
-        every {SWEEP_SECS:g} s: a run that died leaves its session listed,
-        and what producers deferred to it waits in the inbox."""
+        """While anything is on the watch list, look at each session now
+        and every SWEEP_SECS s: a run that died leaves its entry, and what
+        producers deferred to it waits in the inbox."""
+        import json  # pylint: disable=import-outside-toplevel
+
         while True:
             self._inbox_sweep_due = False
             try:
                 watched = await self._bus.registry_getall(
-                    "{WATCH}",
+                    WATCH_KEY,
                 )
             except Exception:  # pylint: disable=broad-except
                 logger.exception("WakeupDispatcher: inbox sweep failed.")
                 watched = None
-            if watched == {{}}:
+            if watched == {}:
                 if self._inbox_sweep_due:
                     continue  # armed while it read: read again
                 return  # nothing watched: the next drain re-arms
-            for session_id, owner in sorted((watched or {{}}).items()):
+            sessions: dict[str, tuple[dict, list[str]]] = {}
+            for field, entry in sorted((watched or {}).items()):
+                ids = json.loads(entry)
+                sessions.setdefault(ids["session_id"], (ids, []))[1].append(
+                    field,
+                )
+            for ids, fields in sessions.values():
                 try:
-                    await self._sweep_session(session_id, owner)
+                    await self._sweep_session(ids, fields)
                 except Exception:  # pylint: disable=broad-except
                     logger.exception(
                         "WakeupDispatcher: sweeping session %s failed.",
-                        session_id,
+                        ids["session_id"],
                     )
-            await asyncio.sleep({SWEEP_SECS})
+            await asyncio.sleep(SWEEP_SECS)
 
-    async def _sweep_session(self, session_id: str, owner: str) -> None:
+    async def _sweep_session(self, ids: dict, fields: list[str]) -> None:
         """Wake a watched session whose run is gone for what waits in its
-        inbox, and stop watching it."""
+        inbox, and take its entries off."""
         import json  # pylint: disable=import-outside-toplevel
 
+        watch = WATCH_KEY
+        session_id = ids["session_id"]
         local = self._registry.get(session_id)
         if local is not None and not local.done():
             return  # its run is here: it drains, or hands back
@@ -179,11 +275,12 @@ SWEEPER = f'''
             MessageBusKeys.inbox_lock(session_id),
             ttl_secs=MessageBusKeys.INBOX_LOCK_TTL_SECS,
         ):
-            listed = await self._bus.registry_get(
-                "{WATCH}",
-                session_id,
-            )
-            if listed is None:
+            listed = [
+                field
+                for field in fields
+                if await self._bus.registry_get(watch, field) is not None
+            ]
+            if not listed:
                 return  # another process' sweeper took it meanwhile
             # No peek on the bus: drain and put back, in order, under the
             # inbox lock every producer holds too.
@@ -201,13 +298,12 @@ SWEEPER = f'''
             )
             if consumer is not None:
                 return  # still registered: its lease has not run out
-            # Taken off the list under the inbox lock (one sweeper wakes
-            # it), and before the wake-up, so that the run it spawns
-            # (which lists the session again) stays listed.
-            await self._bus.registry_del("{WATCH}", session_id)
+            # Taken off under the inbox lock (one sweeper wakes it), and
+            # before the wake-up: the run it spawns is listed afresh.
+            for field in listed:
+                await self._bus.registry_del(watch, field)
         if not queued:
             return
-        ids = json.loads(owner)
         logger.warning(
             "WakeupDispatcher: session %s's run is gone and %d inbox "
             "payload(s) wait; waking it.",
@@ -222,91 +318,70 @@ SWEEPER = f'''
                 agent_id=ids["agent_id"],
             )
         except Exception:
-            await self._watch_session(
-                ids["user_id"],
-                session_id,
-                ids["agent_id"],
-            )
+            await self._bus.registry_set(watch, listed[0], json.dumps(ids))
             raise
-'''
+'''.replace("WATCH_KEY", WATCH_KEY).replace("SWEEP_SECS", f"{SWEEP_SECS:g}", 1).replace(
+    "await asyncio.sleep(SWEEP_SECS)", f"await asyncio.sleep({SWEEP_SECS})",
+)
 
 SPAWN_WATCHED = (
     SPAWN
     + """\
-        else:
-            # The trigger has left the queue: watch the session until a
-            # run of it ends (this one may die before it consumes).
-            await self._watch_session(user_id, session_id, agent_id)
+        # The trigger has left the queue: the run spawned for it (or the
+        # local one the retry waits for) is watched until it ends, when
+        # it takes the entry off (its process may die before it consumes).
+        watched = await self._watch_run(user_id, session_id, agent_id)
+        self._unwatch_at_end(session_id, watched)
 """
     + SWEEPER
 )
 
-RUN_START = """\
-        try:
-            await self._run_impl("""
+DEFER = """\
+        consumer = await bus.registry_get(
+            MessageBusKeys.inbox_consumer(session_id),
+            MessageBusKeys.INBOX_CONSUMER_FIELD,
+        )
 
-RUN_START_WATCHED = """\
-        # Watched until it ends: if its process dies, the wake-up
-        # dispatcher's sweeper wakes the session for what producers
-        # deferred to it, once its leases have expired.
-        await self._watch_inbox(user_id, session_id, agent_id)
-        try:
-            await self._run_impl("""
-
-RUN_END = """\
-        except Exception as e:
-            logger.exception(
-                "ChatService.run failed for user_id=%s session_id=%s "
-                "agent_id=%s, error=%s",
-                user_id,
-                session_id,
-                agent_id,
-                str(e),
-            )
+    if consumer is None:
 """
 
-RUN_END_UNWATCHED = RUN_END + f'''\
-        finally:
-            # Whatever the run leaves, ``_run_impl`` handed back.
-            await self._unwatch_inbox(session_id)
+DEFER_WATCHED = """\
+        consumer = await bus.registry_get(
+            MessageBusKeys.inbox_consumer(session_id),
+            MessageBusKeys.INBOX_CONSUMER_FIELD,
+        )
+        # Deferred to the registered run. Should its process die, the
+        # payload outlives the run's leases with nothing to wake the
+        # session: the wake-up dispatcher's inbox sweeper watches it
+        # until it finds the session with no run and no consumer.
+        watch = WATCH_KEY
+        entry = f"deferred:{session_id}"
+        newly_watched = consumer is not None and (
+            await bus.registry_get(watch, entry) is None
+        )
+        if newly_watched:
+            import json  # pylint: disable=import-outside-toplevel
 
-    async def _watch_inbox(
-        self,
-        user_id: str,
-        session_id: str,
-        agent_id: str,
-    ) -> None:
-        """Put the session on the inbox watch list and arm every
-        process's sweeper (each wake-up dispatcher drains on the signal)."""
-        try:
-            await self._message_bus.registry_set(
-                "{WATCH}",
-                session_id,
-                json.dumps({{"user_id": user_id, "agent_id": agent_id}}),
-            )
-            await self._message_bus.publish(MessageBusKeys.wakeup_signal(), {{}})
-        except Exception:  # pylint: disable=broad-except
-            logger.exception(
-                "ChatService: could not watch session %s.",
-                session_id,
+            await bus.registry_set(
+                watch,
+                entry,
+                json.dumps(
+                    {
+                        "user_id": user_id,
+                        "session_id": session_id,
+                        "agent_id": agent_id,
+                    },
+                ),
             )
 
-    async def _unwatch_inbox(self, session_id: str) -> None:
-        """Take the session off the inbox watch list."""
-        try:
-            await self._message_bus.registry_del(
-                "{WATCH}",
-                session_id,
-            )
-        except Exception:  # pylint: disable=broad-except
-            logger.exception(
-                "ChatService: could not unwatch session %s.",
-                session_id,
-            )
-'''
+    if newly_watched:
+        # Every process' sweeper looks: the run's may die with it.
+        await bus.publish(MessageBusKeys.wakeup_signal(), {})
+    if consumer is None:
+""".replace("WATCH_KEY", WATCH_KEY)
 
 
-def _patch(name: str, module: str, cls: str, method: str, before: str, after: str, what: str) -> SourcePatch:
+def _patch(name: str, module: str, cls: str | None, method: str, before: str, after: str, what: str) -> SourcePatch:
     return SourcePatch(
         name=name, module=module, cls=cls, method=method, before=before, after=after,
         targets=TARGET_RELEASES, covers=("I11",), what=what,
@@ -326,11 +401,7 @@ PATCHES: tuple[SourcePatch, ...] = (
         DRAIN_START, DRAIN_START_ARMED, "every drain arms the inbox sweeper",
     ),
     _patch(
-        "inbox-sweeper-run-start", "agentscope.app._service._chat", "ChatService", "run",
-        RUN_START, RUN_START_WATCHED, "a run puts its session on the inbox watch list",
-    ),
-    _patch(
-        "inbox-sweeper-run-end", "agentscope.app._service._chat", "ChatService", "run",
-        RUN_END, RUN_END_UNWATCHED, "a run that ends takes its session off the watch list",
+        "inbox-sweeper-deferred", BUS_OPS, None, "deliver_to_inbox",
+        DEFER, DEFER_WATCHED, "a payload deferred to a registered run puts its session on the watch list",
     ),
 )

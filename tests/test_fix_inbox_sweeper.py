@@ -1,11 +1,14 @@
 """The inbox-sweeper fix (F5): what a crashed run's producers deferred to
-it, or the trigger drained for it, is woken for once its leases expire.
+it, or the trigger drained for it, is woken for once its leases expire;
+and what the fix costs in bus operations when nothing crashes.
 
 Run against whichever agentscope is installed: on a release the fix
 targets, the committed F5 stories fail without it and hold with it; on any
 other release the fix refuses.
 """
 from __future__ import annotations
+
+from collections import Counter
 
 import pytest
 from fix_checks import check_diff_file, check_refusals
@@ -101,8 +104,9 @@ def test_a_woken_runs_crash_strands_the_invitation_unless_fixed():
 
 @targeted
 def test_with_nothing_crashed_the_sweeper_stops_and_the_list_empties():
-    """A run that ends takes its session off the watch list; the sweeper
-    reads the empty list and stops, so the world comes to rest (no timer)."""
+    """A deferral lists the session; once its run has ended, the sweeper
+    takes the entry off, reads the empty list and stops, so the world comes
+    to rest (no timer)."""
     for patch in inbox_sweeper.PATCHES:
         patch.apply()
     try:
@@ -114,11 +118,73 @@ def test_with_nothing_crashed_the_sweeper_stops_and_the_list_empties():
             assert world.is_settled()
             trace = world.render_trace().splitlines()
         task, operation, key = trace[-1].split()[1:4]
-        assert task.startswith("wakeup-sweeper") and (operation, key) == ("registry_getall", "agentscope:inbox:watch")
+        assert task.startswith("wakeup-sweeper") and (operation, key) == ("registry_getall", inbox_sweeper.WATCH)
         assert trace[-1].endswith("-> 0 fields")
     finally:
         for patch in reversed(inbox_sweeper.PATCHES):
             patch.remove()
-    from agentscope.app._service._chat import ChatService
+    from agentscope.app import _bus_ops
+    from agentscope.app._manager._wakeup_dispatcher import WakeupDispatcher
 
-    assert not hasattr(ChatService, "_watch_inbox"), "remove() takes the added methods away"
+    assert not hasattr(WakeupDispatcher, "_sweep_inboxes"), "remove() takes the added methods away"
+    assert "deferred:" not in _bus_ops.deliver_to_inbox.__code__.co_consts, "and restores deliver_to_inbox"
+
+
+def test_its_key_is_built_from_message_bus_keys():
+    from agentscope.app.message_bus import MessageBusKeys
+
+    assert inbox_sweeper.WATCH == f"{MessageBusKeys.wakeup_queue()}:watch"
+    for patch in inbox_sweeper.PATCHES:
+        assert "agentscope:" not in patch.after, patch.name  # no hard-coded key
+
+
+def _bus_operations(story_steps, fixed: bool) -> Counter:
+    """The bus operations of ``story_steps`` played until everything
+    settles, by operation (the harness's trace)."""
+    patches = inbox_sweeper.PATCHES if fixed else ()
+    for patch in patches:
+        patch.apply()
+    try:
+        with playing(cast=["leader", "solo"], **I11_MACHINE) as story:
+            story_steps(story)
+            story.everything_settles()
+            return Counter(entry.op for entry in story.world.interleaver.trace.entries)
+    finally:
+        for patch in reversed(patches):
+            patch.remove()
+
+
+def _added(story_steps) -> dict[str, int]:
+    return dict(_bus_operations(story_steps, fixed=True) - _bus_operations(story_steps, fixed=False))
+
+
+#: The dispatcher's start: its drain arms the sweeper, which reads the
+#: list once (empty) and stops.
+START = {"registry_getall": 1}
+
+
+@targeted
+def test_its_cost_in_bus_operations():
+    """The figures in the module's docstring, in one process."""
+    # A run the chat endpoint starts, with nothing deferred to it: none.
+    assert _added(lambda story: story.user_sends_message(model_turn="answers", session="solo")) == START
+    # A delivery to an idle session: the run the dispatcher spawns for
+    # its wake-up is listed and unlisted; the sweeper, armed, reads the
+    # list when armed and once more, empty, 30 s on.
+    assert _added(lambda story: story.payload_arrives(source="channel", to="solo")) == {
+        "registry_set": 1, "registry_del": 1, "registry_getall": 1 + 2,
+    }
+    # A payload deferred to a running run: the producer's look, listing
+    # and signal; the dispatcher's drain on the signal; the sweeper's
+    # reads (armed, while the run lives, 30 s on, empty) and its look once
+    # the run has ended (the lock's state, the inbox lock, the entry, the
+    # inbox, the registration, the entry taken off).
+    assert _added(
+        lambda story: (
+            story.user_sends_message(model_turn="answers", session="solo"),
+            story.payload_arrives(source="channel", to="solo"),
+        ),
+    ) == {
+        "registry_get": 1 + 2, "registry_set": 1, "publish": 1, "queue_drain": 1 + 1,
+        "registry_getall": 1 + 3, "is_locked": 1, "acquire_lock": 1, "release_lock": 1, "registry_del": 1,
+    }
