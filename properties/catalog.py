@@ -227,6 +227,11 @@ PROPERTIES: tuple[Property, ...] = (
              "the world comes to rest, with bounded work per virtual second",
              liveness.work_is_bounded,
              machine={"storage_faults": True, "bus_faults": True, "crashes": True, "cast": WITHOUT_WORKER}),
+    # The user deletes solo whatever it is doing (mid-answer, at its turn
+    # tail, parked, resuming); the stop button is there too.
+    Property("I18", "deleted-session-left-alone", "a deleted session leaves nothing behind",
+             liveness.deleted_sessions_left_alone, when=SETTLED,
+             machine={"deletes": True, "interrupts": True, "cast": WITHOUT_WORKER}),
 )
 
 #: Per property, the windows its search must reach: the moments its
@@ -250,6 +255,7 @@ WINDOWS_OF: dict[str, tuple[str, ...]] = {
     "I15": ("message-while-busy",),
     "I16": ("restart-while-parked", "restart-after-card", "restart-mid-run"),
     "I17": ("dispatch-of-failing-session", "dispatcher-finds-session-busy", "fault-fired"),
+    "I18": ("delete-while-running", "delete-while-parked"),
 }
 PROPERTIES = tuple(replace(p, windows=WINDOWS_OF.get(p.code, ())) for p in PROPERTIES)
 

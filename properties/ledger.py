@@ -109,6 +109,10 @@ class Ledger:
     messages: list[tuple[str, bool, bool, bool]] = field(default_factory=list)
     #: Node restarts, in order.
     restarts: list[Restart] = field(default_factory=list)
+    #: Sessions the user deleted: their ids, and each one's alias.
+    deleted: dict[str, str] = field(default_factory=dict)
+    #: Per delete, whether a run was alive and whether a card showed.
+    deletions: list[tuple[bool, bool]] = field(default_factory=list)
     #: Sessions whose storage a rule made fail every call from then on.
     broken_storage: set[str] = field(default_factory=set)
     #: Settles that played more bus operations than a world at rest could,
@@ -163,6 +167,23 @@ class Ledger:
 
     def interrupts_of(self, alias: str) -> list[Interrupt]:
         return [i for i in self.interrupts if i.alias == alias]
+
+    def forget(self, view: SessionView) -> None:
+        """The session ``view`` shows (just before) was deleted and a new
+        one opened under its alias: what the harness did to the old one no
+        longer describes the alias (the deleted one is left alone, I18)."""
+        alias = view.alias
+        self.deleted[view.session_id] = alias
+        self.deletions.append((view.run_alive, bool(cards_showing(view))))
+        for per_alias in (self.delivered, self.decisions, self.parked_messages, self.confirmations,
+                          self.jobs_finished):
+            per_alias.pop(alias, None)
+        self.interrupts = [i for i in self.interrupts if i.alias != alias]
+        self.messages = [m for m in self.messages if m[0] != alias]
+        self.restarts = [replace(r, parked={a: c for a, c in r.parked.items() if a != alias})
+                         for r in self.restarts]
+        for per_session in (self.faults, self.crashed, self.broken_storage):
+            per_session.discard(alias)
 
     def restart(self, views: dict[str, SessionView], cancelled: set[str]) -> Restart:
         """Record a node restart that began with the sessions as ``views``

@@ -32,7 +32,7 @@ from .ledger import Ledger
 from .rules.agentscope_parties import AgentscopeRules
 from .rules.background import BackgroundJobs
 from .rules.faults import BusFaults, Crashes, NodeCrashes, StorageFaults
-from .rules.operators import Restarts
+from .rules.operators import Restarts, SessionDeletes
 from .rules.producers import LateWakeups, ProducerRules
 from .rules.questions import Questions
 from .rules.story_rule import ON_SEVERAL_NODES
@@ -86,6 +86,7 @@ OPTIONAL_RULES: dict[str, type] = {
     "late_wakeups": LateWakeups,
     "restarts": Restarts,
     "storage_faults": StorageFaults,
+    "deletes": SessionDeletes,
 }
 
 class HitlMachine(
@@ -116,6 +117,7 @@ class HitlMachine(
     late_wakeups: bool = False
     restarts: bool = False
     storage_faults: bool = False
+    deletes: bool = False
     #: The deployment: which bus, how many nodes (see
     #: :class:`~harness.world.deployment.Deployment`).
     bus: str = "fake"
@@ -123,7 +125,7 @@ class HitlMachine(
 
     #: Flags reported in :meth:`configuration` only when set (so stories
     #: of machines without them keep the names they always had).
-    LATER_FLAGS = ("streaming", "several_teams", "background_jobs", "late_wakeups", "restarts", "storage_faults")
+    LATER_FLAGS = ("streaming", "several_teams", "background_jobs", "late_wakeups", "restarts", "storage_faults", "deletes")
 
     def __init__(self) -> None:
         super().__init__()

@@ -713,3 +713,21 @@ def test_I17_is_what_a_restless_settle_reports(monkeypatch):
             story.user_sends_message(session="solo", model_turn="answers")
             story.everything_settles()
     assert caught.value.code == "I17" and "bus operations in" in str(caught.value)
+
+
+# ── I18 ───────────────────────────────────────────────────────────────
+
+
+def test_I18_fires_on_a_deleted_session_that_left_something_behind():
+    left = SessionView("solo", "s-old", stored=False, consumer_registered=True, queued=[{"hint": "x"}])
+    violation = _fires("I18", inv.deleted_sessions_left_alone, Observation(deleted=[left], settled=True), Ledger())
+    assert "its inbox registration, 1 queued payload(s)" in str(violation)
+    stored = SessionView("solo", "s-old")
+    assert "its stored record" in str(_fires("I18", inv.deleted_sessions_left_alone,
+                                             Observation(deleted=[stored], settled=True), Ledger()))
+
+
+def test_I18_holds_for_a_deleted_session_that_is_gone_or_a_world_not_yet_settled():
+    gone = SessionView("solo", "s-old", stored=False)
+    inv.deleted_sessions_left_alone(Observation(deleted=[gone], settled=True), Ledger())
+    inv.deleted_sessions_left_alone(Observation(deleted=[SessionView("solo", "s-old", run_alive=True)]), Ledger())

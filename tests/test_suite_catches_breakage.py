@@ -227,6 +227,13 @@ I17 = _breaks(
     "                await enqueue_run_trigger(\n",
 )
 
+I18 = _breaks(
+    "I18", "a deleted session's bus state is not purged", "agentscope.app._service._session", "SessionService",
+    "_purge_session_bus",
+    "        await self._bus.log_trim(\n",
+    "        return\n        await self._bus.log_trim(\n",
+)
+
 
 def _lease_runs_out(machine: HitlMachine) -> None:
     """Time passes beyond every lease (no rule waits that long at once)."""
@@ -254,6 +261,9 @@ BREAKAGES = (
     Breakage("I15", sends(), patch=I15),
     # The node restarts while leader's run, its card shown, is at its turn tail.
     Breakage("I16", story(sends("leader", "calls GatedAction"), step("node_restarts"), SETTLES), patch=I16),
+    # solo is parked with a payload waiting in its inbox when it is deleted.
+    Breakage("I18", story(PARKS, CHANNEL_PAYLOAD, step("user_deletes_session", session="solo"), SETTLES),
+             patch=I18),
     # solo's run holds its lock at its turn tail while the job's result waits.
     Breakage("I17", story(sends(turn="calls ExternalJob"), step("external_result_arrives", session="solo"),
                           SETTLES), patch=I17),

@@ -1,5 +1,6 @@
-"""A node's life as an operator sees it: a graceful shutdown and a
-restart (every rolling upgrade), and a session deleted while it works.
+"""A node's life as an operator sees it, and a session's end: a graceful
+shutdown and a restart (every rolling upgrade), and a session deleted
+while it works.
 Part of the :class:`~.world.World` façade, beside its faults.
 
 Both go through agentscope's own code paths: the shutdown is the app's
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from harness.kernel.interleaver import ControlledTask
 
+from . import parties
 from .nodes import rebuild_node
 
 
@@ -37,6 +39,17 @@ class WorldLifecycle:
             self.app = old.app
         self._see_through(self.actors.start(_start(old.app), f"node {node} starts", node), node)
         return cancelled
+
+    def delete_and_reopen(self, alias: str) -> str:
+        """The user deletes ``alias``'s session through agentscope's delete
+        route, then opens a new one under the same alias. Returns the
+        deleted session's id."""
+        deleted = self.sessions[alias]
+        action = parties.delete_session(self.app, self._agents[alias], deleted)
+        self._see_through(self.actors.start(action, f"user deletes {alias}"), 0)
+        self._meet(alias, self.setup(self.app.open_session(alias)))
+        self.deleted[deleted] = alias
+        return deleted
 
     def _see_through(self, actor: ControlledTask, node: int) -> None:
         """Move ``actor`` to its end; whenever it waits for another actor

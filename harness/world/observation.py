@@ -29,6 +29,8 @@ class SessionView:
     #: Whether the bus still holds a live lease on the session lock.
     lock_leased: bool = False
     parked_status: str = "idle"
+    #: Whether storage holds the session's record.
+    stored: bool = True
     awaiting_call_ids: list[str] = field(default_factory=list)
     resolved_call_ids: list[str] = field(default_factory=list)
     context_hints: list[str] = field(default_factory=list)
@@ -94,6 +96,8 @@ class Observation:
     """Every session, and whether the world as a whole has settled."""
 
     sessions: dict[str, SessionView] = field(default_factory=dict)
+    #: Sessions the user deleted, as they are now.
+    deleted: list[SessionView] = field(default_factory=list)
     settled: bool = False
     #: Settled with the clock moved past every lease and TTL: whatever is
     #: still waiting now waits forever.

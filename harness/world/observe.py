@@ -76,6 +76,7 @@ class SessionReader:
         )
         persisted = self._persisted(session_id, alias)
         view.parked_status = persisted.parked_status
+        view.stored = persisted.stored
         view.awaiting_call_ids = list(persisted.awaiting_call_ids)
         view.resolved_call_ids = list(persisted.resolved_call_ids)
         view.context_hints = list(persisted.context_hints)
@@ -90,7 +91,7 @@ class SessionReader:
             record = self._setup(
                 self._app.stage.storage.get_session(self._app.user_id, "", session_id),
             )
-            persisted = SessionView(alias, session_id)
+            persisted = SessionView(alias, session_id, stored=record is not None)
             if record is not None:
                 _read_context(persisted, record.state.context)
             stored = (version, persisted)

@@ -14,7 +14,9 @@ from .app import AgentscopeApp
 from .surface import (
     ChatRequest,
     HTTPException,
+    SessionService,
     chat_endpoint,
+    delete_session_route,
     deliver_to_inbox,
     enqueue_run_trigger,
     interrupt_session,
@@ -80,3 +82,16 @@ async def channel_message(app: AgentscopeApp, agent_id: str, session_id: str, me
         kind="message",
         inputs=message,
     )
+
+
+async def delete_session(app: AgentscopeApp, agent_id: str, session_id: str) -> None:
+    """DELETE /sessions/{id} as the user: agentscope's delete route, which
+    cancels a run in flight (through the cancel dispatchers), waits for its
+    lock to clear, then deletes the record and purges the session's bus
+    state."""
+    service = SessionService(app.storage, app.bus, app.stage.workspace_manager)
+    try:
+        await delete_session_route(session_id, agent_id=agent_id, user_id=app.user_id, session_service=service)
+    except HTTPException as refused:
+        if refused.status_code != 404:
+            raise

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 # passed by hand), and the 409/404 they answer with.
 from agentscope.app._router._chat import chat as chat_endpoint
 from agentscope.app._router._schema import ChatRequest
+from agentscope.app._router import _session as _session_routes
 from agentscope.app._router._session import interrupt_session
 from fastapi import HTTPException
 
@@ -58,13 +59,16 @@ from .marks import (
 )
 
 
+#: agentscope's own delete route (None on a release without one).
+delete_session_route = getattr(_session_routes, "delete_session", None)
+
 __all__ = [
     "AGENTSCOPE_ACTOR", "AGENTSCOPE_LOGGER", "AGENTSCOPE_WARNINGS", "BACKGROUND_TASK_ID",
     "CANCEL_CHANNELS", "FAILURE_REMINDER_MARK", "HANDLE_LEN", "REMINDER_MARK",
     "WAKEUP_DISPATCHER", "BackgroundTaskManager", "CancelDispatcher", "ChatRequest",
-    "ChatRunRegistry", "ChatService", "HTTPException", "ResourceAccessService",
+    "ChatRunRegistry", "ChatService", "HTTPException", "ResourceAccessService", "SessionService",
     "SchedulerManager", "WakeupDispatcher", "chat_endpoint", "deliver_to_inbox",
-    "derive_parked_status", "enqueue_run_trigger", "interrupt_session", "scheduling_off",
+    "delete_session_route", "derive_parked_status", "enqueue_run_trigger", "interrupt_session", "scheduling_off",
     "INBOX", "InboxProtocol", "inbox_protocol", "ABSENT", "absent_features",
     "REGISTRATION", "LEADER_REMINDER", "CHANNEL_MESSAGE", "assign_workspace_id", "bind_workspaces",
     "list_skills", "taken_by",

@@ -86,6 +86,8 @@ class World(WorldFaults, WorldLifecycle):
         )
         self._failures = FailureWatch(self.loop, self.interleaver, self.bus, self.app.book, storage)
         self.interleaver.too_busy = self.too_busy
+        #: Deleted sessions' ids, with the alias each had.
+        self.deleted: dict[str, str] = {}
         #: The session each outside party's action was for.
         self._acting_for: dict[ControlledTask, str] = {}
         self._closed = False
@@ -321,6 +323,7 @@ class World(WorldFaults, WorldLifecycle):
                 alias: self._reader.view(session_id, alias)
                 for alias, session_id in self.sessions.items()
             },
+            deleted=[self._reader.view(session_id, alias) for session_id, alias in self.deleted.items()],
             settled=settled,
         )
 
@@ -331,15 +334,11 @@ class World(WorldFaults, WorldLifecycle):
     def published(self, alias: str) -> list[dict]:
         """The events ``alias``'s session published so far (none before it
         is opened)."""
-        if alias not in self.sessions:
-            return []
-        return self._reader.events(self.sessions[alias])
+        return self._reader.events(self.sessions[alias]) if alias in self.sessions else []
 
     def running_jobs(self, alias: str) -> list[str]:
         """Notes of ``alias``'s background jobs still running, oldest first."""
-        if alias not in self.sessions:
-            return []
-        return self.app.desk.running_jobs(self.sessions[alias])
+        return self.app.desk.running_jobs(self.sessions[alias]) if alias in self.sessions else []
 
     def dispatcher_waiting(self, node: int = 0) -> bool:
         """Node ``node``'s wake-up dispatcher is held at a bus operation."""

@@ -19,7 +19,12 @@ from .delivery import (
     payloads_delivered_once_in_order,
     refused_only_while_busy,
 )
-from .liveness import dispatcher_survives, nothing_waits_forever, work_is_bounded
+from .liveness import (
+    deleted_sessions_left_alone,
+    dispatcher_survives,
+    nothing_waits_forever,
+    work_is_bounded,
+)
 from .safety import (
     no_dangling_inbox_consumer,
     no_error_reply_without_fault,
@@ -33,6 +38,7 @@ __all__ = [
     "background_results_delivered",
     "calls_run_as_answered",
     "decided_calls_complete",
+    "deleted_sessions_left_alone",
     "dispatcher_survives",
     "failures_reported_once",
     "interrupt_not_lost",

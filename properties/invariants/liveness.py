@@ -74,3 +74,31 @@ def work_is_bounded(obs: Observation, ledger: Ledger) -> None:
             "settling plays a bounded number of bus operations per virtual second",
             ledger.restless[0],
         )
+
+
+def deleted_sessions_left_alone(obs: Observation, ledger: Ledger) -> None:
+    """I18: once settled, a session the user deleted is gone and stays
+    gone: no record in storage, no run, no lock, no inbox registration,
+    nothing queued in its inbox; a cancel the delete made is never taken
+    for the user's stop (nothing resumes it).
+
+    agentscope's delete route promises it: "Permanently delete a session
+    and all its associated state", cancelling the run in flight first."""
+    del ledger
+    if not obs.settled:
+        return
+    for view in obs.deleted:
+        left = [
+            what for what, there in (
+                ("its stored record", view.stored),
+                ("a live run", view.run_alive),
+                ("its session lock", view.lock_leased),
+                ("its inbox registration", view.consumer_registered),
+                (f"{len(view.queued)} queued payload(s)", bool(view.queued)),
+            ) if there
+        ]
+        if left:
+            raise Broken(
+                f"{view.alias}'s deleted session ({view.session_id}) leaves nothing behind",
+                "still there: " + ", ".join(left),
+            )

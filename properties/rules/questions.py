@@ -80,6 +80,10 @@ class Questions:
         the stop button to stop."""
         return session in self.messaged and (self.has_run(session) or self.awaiting(session))
 
+    def deletable(self, session: str) -> bool:
+        """A session of the story that leads no team and works for none."""
+        return session in self.world.sessions and session not in TEAM_OF and session not in TEAM_OF.values()
+
     def crashable(self, session: str) -> bool:
         """A live run, stopped at a bus operation with all its helpers."""
         return self.world.can_crash(session)
