@@ -20,12 +20,20 @@ ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM = ROOT / "docs" / "upstream"
 PATCHES = ROOT / "patches"
 
-#: Per report: the fixes its "Proposed patch" section names, and the exit
-#: code its repro gives with them applied.
-REPORTS: dict[str, tuple[tuple[str, ...], int]] = {
-    "F3": (("stop-after-parking",), 0),
-    "F6": (("stop-reaches-slow-tools",), 0),
-}
+#: The reports with a standalone repro.
+FINDINGS = ("F3", "F6", "F10")
+
+#: Per report, the fixes its "Proposed patch" section names, applied
+#: together, and the exit code its repro gives with them.
+PATCHED: list[tuple[str, tuple[str, ...], int]] = [
+    ("F3", ("stop-after-parking",), 0),
+    ("F6", ("stop-reaches-slow-tools",), 0),
+    # Exit 0: the confirmed call runs. The stop that landed in the clean-up
+    # is still not honoured, with or without stop-after-parking (the
+    # report says so).
+    ("F10", ("clean-up-survives-stops",), 0),
+    ("F10", ("clean-up-survives-stops", "stop-after-parking"), 0),
+]
 
 #: Longest a repro may take.
 TIMEOUT = 120
@@ -90,17 +98,19 @@ def _needs_redis(finding: str) -> None:
         pytest.skip("redis-server is not installed")
 
 
-@pytest.mark.parametrize("finding", sorted(REPORTS))
+@pytest.mark.parametrize("finding", FINDINGS)
 def test_repro_shows_the_bug(finding):
     _needs_redis(finding)
     done = _run(UPSTREAM / f"{finding}_repro.py")
     assert done.returncode == 1, _explain(done)
 
 
-@pytest.mark.parametrize("finding", sorted(REPORTS))
-def test_repro_passes_with_the_patch(finding, patched_copies):
+@pytest.mark.parametrize(
+    ("finding", "fixes", "expected"), PATCHED,
+    ids=[f"{f}-{'+'.join(fixes)}" for f, fixes, _ in PATCHED],
+)
+def test_repro_with_the_patch(finding, fixes, expected, patched_copies):
     _needs_redis(finding)
-    fixes, expected = REPORTS[finding]
     site = patched_copies(fixes)
     done = _run(UPSTREAM / f"{finding}_repro.py", pythonpath=site)
     assert str(site) in _imported_from(site), "the patched copy was not the one imported"
@@ -116,7 +126,7 @@ def _imported_from(site: Path) -> str:
     ).stdout
 
 
-@pytest.mark.parametrize("finding", sorted(REPORTS))
+@pytest.mark.parametrize("finding", FINDINGS)
 def test_report_quotes_its_repro(finding):
     report = (UPSTREAM / f"{finding}.md").read_text()
     section = report.split("## Reproduce", 1)[1]
