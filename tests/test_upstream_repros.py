@@ -21,13 +21,14 @@ UPSTREAM = ROOT / "docs" / "upstream"
 PATCHES = ROOT / "patches"
 
 #: The reports with a standalone repro.
-FINDINGS = ("F3", "F6", "F10")
+FINDINGS = ("F3", "F6", "F8", "F10")
 
 #: Per report, the fixes its "Proposed patch" section names, applied
 #: together, and the exit code its repro gives with them.
 PATCHED: list[tuple[str, tuple[str, ...], int]] = [
     ("F3", ("stop-after-parking",), 0),
     ("F6", ("stop-reaches-slow-tools",), 0),
+    ("F8", ("clean-up-survives-stops",), 0),
     # Exit 0: the confirmed call runs. The stop that landed in the clean-up
     # is still not honoured, with or without stop-after-parking (the
     # report says so).
