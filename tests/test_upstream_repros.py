@@ -21,7 +21,7 @@ UPSTREAM = ROOT / "docs" / "upstream"
 PATCHES = ROOT / "patches"
 
 #: The reports with a standalone repro.
-FINDINGS = ("F3", "F6", "F8", "F10")
+FINDINGS = ("F3", "F6", "F8", "F10", "F13")
 
 #: Per report, the fixes its "Proposed patch" section names, applied
 #: together, and the exit code its repro gives with them.
@@ -34,6 +34,7 @@ PATCHED: list[tuple[str, tuple[str, ...], int]] = [
     # report says so).
     ("F10", ("clean-up-survives-stops",), 0),
     ("F10", ("clean-up-survives-stops", "stop-after-parking"), 0),
+    ("F13", ("message-while-parked",), 0),
 ]
 
 #: Longest a repro may take.
