@@ -232,6 +232,14 @@ PROPERTIES: tuple[Property, ...] = (
     Property("I18", "deleted-session-left-alone", "a deleted session leaves nothing behind",
              liveness.deleted_sessions_left_alone, when=SETTLED,
              machine={"deletes": True, "interrupts": True, "cast": WITHOUT_WORKER}),
+    Property("I19", "refusals-tell-the-truth", "a refusal's reason matches the session's state",
+             delivery.refusals_tell_the_truth,
+             machine={"parked_messages": True, "cast": WITHOUT_WORKER}, search_factor=2),
+    Property("I20", "accepted-messages-stay-the-users",
+             "a message accepted while parked reaches the agent as the user's message",
+             delivery.accepted_messages_stay_the_users, when=SETTLED,
+             machine={"parked_messages": True, "cast": WITHOUT_WORKER}, search_factor=2,
+             partly_needs=((CHANNEL_MESSAGE, "a message from a channel"),)),
 )
 
 #: Per property, the windows its search must reach: the moments its
@@ -256,6 +264,8 @@ WINDOWS_OF: dict[str, tuple[str, ...]] = {
     "I16": ("restart-while-parked", "restart-after-card", "restart-mid-run"),
     "I17": ("dispatch-of-failing-session", "dispatcher-finds-session-busy", "fault-fired"),
     "I18": ("delete-while-running", "delete-while-parked"),
+    "I19": ("message-while-parked", "message-while-busy"),
+    "I20": ("message-while-parked", "resumed-turn"),
 }
 PROPERTIES = tuple(replace(p, windows=WINDOWS_OF.get(p.code, ())) for p in PROPERTIES)
 

@@ -105,8 +105,9 @@ class Ledger:
     jobs_finished: dict[str, list[str]] = field(default_factory=dict)
     #: Messages the user sent through the chat endpoint: (session, refused
     #: with 409, a run of the session was in flight when it was sent, the
-    #: session was parked on a call, as stored, when it was sent).
-    messages: list[tuple[str, bool, bool, bool]] = field(default_factory=list)
+    #: session was parked on a call, as stored, when it was sent, the
+    #: reason the refusal gave).
+    messages: list[tuple[str, bool, bool, bool, str]] = field(default_factory=list)
     #: Node restarts, in order.
     restarts: list[Restart] = field(default_factory=list)
     #: Sessions the user deleted: their ids, and each one's alias.
@@ -138,8 +139,10 @@ class Ledger:
     def message_while_parked(self, alias: str, marker: str, refused: bool) -> None:
         self.parked_messages.setdefault(alias, []).append((marker, refused))
 
-    def message_sent(self, alias: str, refused: bool, busy: bool, parked: bool = False) -> None:
-        self.messages.append((alias, refused, busy, parked))
+    def message_sent(self, alias: str, refusal: str | None, busy: bool, parked: bool = False) -> None:
+        """A message the user sent, and the endpoint's refusal (None: it
+        was accepted)."""
+        self.messages.append((alias, bool(refusal), busy, parked, refusal or ""))
 
     def job_finished(self, alias: str, note: str) -> None:
         self.jobs_finished.setdefault(alias, []).append(note)

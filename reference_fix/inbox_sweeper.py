@@ -12,15 +12,12 @@ that session (I11).
 
 The fix: a watch list on the bus and a sweeper in the wake-up dispatcher.
 The list is one registry namespace, ``f"{MessageBusKeys.wakeup_queue()}:
-watch"`` (``agentscope:wakeups:watch``). A new key is unavoidable: a
-process that never saw the run has to find it, and every registry
-namespace ``MessageBusKeys`` builds is per session or per channel (its
-global keys are the trigger queue and pub/sub channels). It is derived
-from the trigger queue's key as agentscope derives related keys (the
-index-task signal is its queue's key plus ``:wake``): it holds the
-wake-ups owed should a run die. Each entry names one session (its user,
-session and agent ids), and is one of two kinds, so that no run's end can
-take another's entry off:
+watch"``: a process that never saw the run has to find it, and every
+registry namespace ``MessageBusKeys`` builds is per session or channel, so
+the key is derived from the trigger queue's as agentscope derives related
+keys (the index-task signal is its queue's plus ``:wake``). Each entry
+names one session, and is one of two kinds, so that no run's end can take
+another's entry off:
 
 - ``run:<id>``, one per run the dispatcher spawns for a trigger it
   drained (a fresh id from agentscope's id factory). The dispatcher lists
@@ -77,21 +74,17 @@ played to rest with and without the fix, one process):
   one ``registry_getall``. Nothing while nothing is listed and no trigger
   flows.
 
-Residual window (not reachable in one process): a sweeper in another
-process may find a session listed, unlocked and with payloads while the
-run the dispatcher just spawned for them sits between its spawn and its
-lock acquisition; it then queues a second wake-up for the session (a run
-with nothing new to read, or one that skips a parked session), and the
-spawned run stays listed until it ends.
+Residual window (across processes only): another process' sweeper may
+find a listed session unlocked while the run just spawned for it has not
+taken its lock, and queue a second wake-up (a run with nothing to read).
 """
 from __future__ import annotations
 
 from .source_patch import SourcePatch
 
 TARGET_RELEASES = ("2.0.7", "2.0.7.post1", "2.0.8", "2.0.9", "2.0.10", "2.0.11")
-#: The watch list's key, as the patched code builds it.
+#: The watch list's key, as the patched code builds it, and as it reads.
 WATCH_KEY = 'f"{MessageBusKeys.wakeup_queue()}:watch"'
-#: The key it names (agentscope's trigger queue key plus ``:watch``).
 WATCH = "agentscope:wakeups:watch"
 SWEEP_SECS = 30.0
 DISPATCHER = "agentscope.app._manager._wakeup_dispatcher"

@@ -22,36 +22,25 @@ the channel gateway's "reply already in flight").
 
 The fix, in two places, one for each way in:
 
-- **The chat endpoint refuses the message (409)** while the session's
-  stored state is parked on a call and no run holds the session, as
-  upstream PR #2779 proposes: the user is there to be told, and the answer
-  says what to do (answer the card, or stop the reply).
-  ``ChatService.awaiting_tool_calls`` reads the stored state the way the
-  agent will (``get_awaiting_tool_calls``), then the session lock: while
-  a run holds it (a resume among them: the stored state stays parked until
-  that run persists) it counts none, and the route goes on as released,
-  so a run in flight in this process gets the registry's own refusal and
-  one elsewhere the message waits for the lock. The state is read before
-  the lock, so a resume that starts in between is seen working.
+- **The chat endpoint refuses the message (409)** while the stored state
+  is parked on a call and no run holds the session, as upstream PR #2779
+  proposes; the answer says what to do (answer the card, or stop the
+  reply). ``ChatService.awaiting_tool_calls`` reads the stored state as the
+  agent will, then the session lock: while a run holds it (a resume among
+  them: the stored state stays parked until it persists) it counts none,
+  and the route goes on as released (the registry's own refusal here, the
+  lock elsewhere). The state is read first, so a resume that starts in
+  between is seen working (I19).
 - **A run that finds its agent parked keeps the message for after the
-  resume**, as the user's message: it delivers it to the session's inbox
-  through ``deliver_to_inbox`` (under the inbox lock, as every producer
-  does), marked as kept, and the run that resumes the agent (an answer,
-  an external result or a stop) takes the kept messages back out of the
-  inbox and queues each as a ``message`` trigger. The dispatcher holds
-  those while the resume runs (the session is busy), then starts each as a
-  user turn: persisted, reasoned over and answered, on a channel streamed
-  back to its chat. If the agent parks again first, the message is kept
-  again. Refusing is not possible there: nobody waits for an answer. A
-  channel's message reaches the run through the dispatcher, and a message
-  the endpoint accepted may reach the run only after a run in another
-  process parked the agent. Re-queuing it as the ``message`` trigger it
-  was (or would have been) is agentscope's own way to hand a user turn to
-  a busy session; turning it into a hint on the resumed reply (as the
-  gateway does for a reply in flight) would answer nobody, and a notice
-  that refuses it would break the endpoint's 200. Until the resume the
-  message waits in the inbox, where a run that meets it without this fix
-  still gives it to the agent (as a hint) rather than losing it.
+  resume, as the user's**: it delivers it to the inbox through
+  ``deliver_to_inbox`` (under the inbox lock), marked as kept; the run
+  that resumes the agent takes it back out and queues it as the
+  ``message`` trigger it was, which the dispatcher starts as a user turn
+  once the resume is done (I20). Nobody waits there for a refusal (a
+  channel; a message accepted before another process's run parked the
+  agent), and a hint on the resumed reply would answer nobody. Until the
+  resume it waits in the inbox, where a run without this fix still gives
+  it to the agent rather than losing it.
 
 The inbox has no peek, so a registry flag beside it says that something
 was kept: a resume with nothing kept touches neither the inbox nor its
@@ -60,14 +49,10 @@ resume, one registry read, and when something was kept, one drain of the
 inbox (what was not kept goes back, in order, under the inbox lock) and a
 trigger per kept message.
 
-Three patches: ``ChatService`` gains the three helpers (added after
-:meth:`ChatService.run`), the chat route calls the first, and
-``_run_impl`` calls the second where it already drops a parked wake-up
-(``_skip_parked_wakeup``); the run's ``finally`` is not touched. The parts
-call each other, so each refuses a release where any of them would; they
-share the fix's name, and its diff (``patches/agentscope-<release>-
-message-while-parked.diff``) holds all three.
-:func:`unified_diff` renders the three as one diff per file.
+Three patches: ``ChatService`` gains three helpers (after ``run``), the
+chat route calls the first, ``_run_impl`` the second where it drops a
+parked wake-up; the parts call each other, so they apply whole or not at
+all, and share one diff per release.
 """
 from __future__ import annotations
 
@@ -76,8 +61,8 @@ from .source_patch import SourcePatch
 #: Every release whose source holds the code the three patches replace.
 TARGET_RELEASES = ("2.0.7", "2.0.7.post1", "2.0.8", "2.0.9", "2.0.10", "2.0.11")
 
-#: The property the fix makes hold there.
-COVERS = ("I8",)
+#: The properties the fix makes hold there.
+COVERS = ("I8", "I19", "I20")
 
 #: The agentscope module of ``ChatService``.
 SERVICE = "agentscope.app._service._chat"

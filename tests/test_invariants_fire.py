@@ -546,16 +546,16 @@ def test_I14_fires_on_a_finished_job_whose_result_reaches_nobody_or_twice():
 
 def test_I15_fires_on_a_refusal_with_no_run_in_flight():
     _fires("I15", inv.refused_only_while_busy, Observation(),
-           Ledger(messages=[("solo", True, False, False)]))
-    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", True, True, False)]))
-    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", False, False, False)]))
+           Ledger(messages=[("solo", True, False, False, "busy")]))
+    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", True, True, False, "busy")]))
+    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", False, False, False, "")]))
 
 
 def test_I15_accepts_a_refusal_while_a_call_awaits_the_user():
     """Parked on a confirmation or an external result, with no run in
     flight: the agent cannot take the message, and a 409 says so."""
-    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", True, False, True)]))
-    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", False, False, True)]))
+    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", True, False, True, "waiting for the answer")]))
+    inv.refused_only_while_busy(Observation(), Ledger(messages=[("solo", False, False, True, "")]))
 
 
 def test_I15_records_whether_the_session_was_parked():
@@ -564,7 +564,7 @@ def test_I15_records_whether_the_session_was_parked():
         machine.user_sends_message(session="solo", model_turn="calls GatedAction")
         machine.everything_settles()  # the run parks and ends
         machine.user_messages_parked_session(session="solo", via="chat endpoint")
-        assert [(a, busy, parked) for a, _, busy, parked in machine.ledger.messages] == [
+        assert [(a, busy, parked) for a, _, busy, parked, _ in machine.ledger.messages] == [
             ("solo", False, False), ("solo", False, True),
         ]
     finally:
@@ -576,7 +576,8 @@ def test_I15_records_a_409_on_an_ordinary_message():
     try:
         machine.user_sends_message(session="solo", model_turn="answers")  # stops at its turn tail
         machine.user_sends_message(session="solo", model_turn="answers")  # a run is in flight
-        assert machine.ledger.messages == [("solo", False, False, False), ("solo", True, True, False)]
+        assert [m[:4] for m in machine.ledger.messages] == [("solo", False, False, False), ("solo", True, True, False)]
+        assert "already has an active chat run" in machine.ledger.messages[1][4]  # agentscope's own reason
     finally:
         machine.world.close()
 
@@ -731,3 +732,47 @@ def test_I18_holds_for_a_deleted_session_that_is_gone_or_a_world_not_yet_settled
     gone = SessionView("solo", "s-old", stored=False)
     inv.deleted_sessions_left_alone(Observation(deleted=[gone], settled=True), Ledger())
     inv.deleted_sessions_left_alone(Observation(deleted=[SessionView("solo", "s-old", run_alive=True)]), Ledger())
+
+
+# ── I19 ───────────────────────────────────────────────────────────────
+
+
+def test_I19_fires_on_a_refusal_whose_reason_is_not_the_sessions_state():
+    waiting = "Session 's' is waiting for the answer to 1 tool call(s); answer them"
+    violation = _fires("I19", inv.refusals_tell_the_truth, Observation(),
+                       Ledger(messages=[("solo", True, True, True, waiting)]))  # during the resume
+    assert "a run in flight, parked" in str(violation)
+    _fires("I19", inv.refusals_tell_the_truth, Observation(),
+           Ledger(messages=[("solo", True, False, False, "Session 's' already has an active chat run")]))
+
+
+def test_I19_holds_for_true_reasons_and_accepted_messages():
+    inv.refusals_tell_the_truth(Observation(), Ledger(messages=[
+        ("solo", True, False, True, "Session 's' is waiting for the answer to 1 tool call(s)"),
+        ("solo", True, True, False, "Session 's' already has an active chat run in this process."),
+        ("solo", False, False, False, ""),
+    ]))
+
+
+# ── I20 ───────────────────────────────────────────────────────────────
+
+
+def test_I20_fires_on_an_accepted_message_turned_into_a_hint_or_dropped():
+    ledger = Ledger(parked_messages={"solo": [("message-7 while parked", False)]})
+    hinted = SessionView("solo", "s", context_hints=["<hint> message-7 while parked </hint>"])
+    violation = _fires("I20", inv.accepted_messages_stay_the_users, Observation({"solo": hinted}, settled=True),
+                       ledger)
+    assert "only as a hint" in str(violation)
+    dropped = SessionView("solo", "s")
+    assert "nowhere" in str(_fires("I20", inv.accepted_messages_stay_the_users,
+                                   Observation({"solo": dropped}, settled=True), ledger))
+
+
+def test_I20_holds_for_a_user_message_a_refusal_or_one_waiting_for_the_resume():
+    ledger = Ledger(parked_messages={"solo": [("message-7 while parked", False), ("message-8 while parked", True)]})
+    as_users = SessionView("solo", "s", context_user_texts=["message-7 while parked"])
+    inv.accepted_messages_stay_the_users(Observation({"solo": as_users}, settled=True), ledger)
+    waiting = SessionView("solo", "s", parked_status="awaiting_permission",
+                          queued=[{"hint": "message-7 while parked"}])
+    inv.accepted_messages_stay_the_users(Observation({"solo": waiting}, settled=True), ledger)
+    inv.accepted_messages_stay_the_users(Observation({"solo": SessionView("solo", "s")}), ledger)  # unsettled

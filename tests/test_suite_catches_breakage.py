@@ -234,6 +234,13 @@ I18 = _breaks(
     "        return\n        await self._bus.log_trim(\n",
 )
 
+I19 = _breaks(
+    "I19", "a refusal for a run in flight says the session waits for an answer", "agentscope.app._router._chat",
+    None, "chat",
+    "            detail=str(e),\n",
+    "            detail=f\"Session {request.session_id!r} is waiting for the answer to 1 tool call(s).\",\n",
+)
+
 
 def _lease_runs_out(machine: HitlMachine) -> None:
     """Time passes beyond every lease (no rule waits that long at once)."""
@@ -261,6 +268,8 @@ BREAKAGES = (
     Breakage("I15", sends(), patch=I15),
     # The node restarts while leader's run, its card shown, is at its turn tail.
     Breakage("I16", story(sends("leader", "calls GatedAction"), step("node_restarts"), SETTLES), patch=I16),
+    # The second message finds the first one's run in flight.
+    Breakage("I19", story(sends(), sends()), patch=I19),
     # solo is parked with a payload waiting in its inbox when it is deleted.
     Breakage("I18", story(PARKS, CHANNEL_PAYLOAD, step("user_deletes_session", session="solo"), SETTLES),
              patch=I18),
@@ -270,6 +279,8 @@ BREAKAGES = (
     # ── violated by the release ──────────────────────────────────────
     Breakage("I8", story(PARKS, step("user_messages_parked_session", session="solo", via="chat endpoint"),
                          SETTLES), fix="message-while-parked"),
+    Breakage("I20", story(PARKS, step("user_messages_parked_session", session="solo", via="chat endpoint"),
+                          SETTLES), fix="message-while-parked"),
     Breakage("I9", story(sends("leader", "calls GatedAction"), step("user_interrupts", session="leader"),
                          SETTLES), fix="stop-after-parking"),
     Breakage("I13", story(PARKS, step("bus_operation_fails", operation="subscription to wake-up signals",

@@ -23,9 +23,9 @@ from .surface import (
 )
 
 
-async def post_chat(app: AgentscopeApp, agent_id: str, session_id: str, payload) -> bool:
-    """POST /chat/ as the user; whether the endpoint refused it (409: a
-    run is in flight)."""
+async def post_chat(app: AgentscopeApp, agent_id: str, session_id: str, payload) -> str | None:
+    """POST /chat/ as the user; the reason the endpoint gave if it refused
+    it (409: a run is in flight), else None."""
     request = ChatRequest(agent_id=agent_id, session_id=session_id, input=payload)
     try:
         await chat_endpoint(
@@ -38,10 +38,10 @@ async def post_chat(app: AgentscopeApp, agent_id: str, session_id: str, payload)
     except HTTPException as refused:
         if refused.status_code != 409:
             raise
-        return True
-    except InjectedStorageFault:  # an error answer: the message went nowhere
-        return True
-    return False
+        return str(refused.detail)
+    except InjectedStorageFault as failed:  # an error answer: the message went nowhere
+        return f"error: {failed}"
+    return None
 
 
 async def press_stop(app: AgentscopeApp, agent_id: str, session_id: str) -> None:

@@ -130,15 +130,15 @@ class World(WorldFaults, WorldLifecycle):
 
     # ── the parties' actions ──────────────────────────────────────────
 
-    def user_posts(self, alias: str, payload, node: int = 0) -> bool:
+    def user_posts(self, alias: str, payload, node: int = 0) -> str | None:
         """The user posts to ``alias`` through node ``node``'s chat
-        endpoint; whether it was refused (409)."""
+        endpoint; the reason it was refused (409), if it was."""
         app = self.nodes[node].app
         posted = self._act(
             parties.post_chat(app, self._agents[alias], self.sessions[alias], payload),
             f"user posts to {alias}", alias, node,
         )
-        return posted.task.done() and posted.task.result()
+        return posted.task.result() if posted.task.done() else None
 
     def user_presses_stop(self, alias: str, node: int = 0) -> None:
         """The user presses stop in ``alias``'s session (served by node

@@ -14,10 +14,12 @@ from .completion import (
     interrupt_not_lost,
 )
 from .delivery import (
+    accepted_messages_stay_the_users,
     background_results_delivered,
     parked_messages_reach_the_agent,
     payloads_delivered_once_in_order,
     refused_only_while_busy,
+    refusals_tell_the_truth,
 )
 from .liveness import (
     deleted_sessions_left_alone,
@@ -35,6 +37,7 @@ from .safety import (
 )
 
 __all__ = [
+    "accepted_messages_stay_the_users",
     "background_results_delivered",
     "calls_run_as_answered",
     "decided_calls_complete",
@@ -52,5 +55,6 @@ __all__ = [
     "parked_stays_parked",
     "payloads_delivered_once_in_order",
     "refused_only_while_busy",
+    "refusals_tell_the_truth",
     "work_is_bounded",
 ]

@@ -1,4 +1,5 @@
-"""Delivery: what was sent reaches the agent, once (I5, I8, I14, I15)."""
+"""Delivery: what was sent reaches the agent, once, and a refusal says
+why truly (I5, I8, I14, I15, I19, I20)."""
 from __future__ import annotations
 
 from fakes.tool_desk import job_output
@@ -6,7 +7,7 @@ from harness.world.observation import Observation
 
 from ..ledger import Ledger
 from ..violation import Broken
-from .words import is_error_end, markers_in
+from .words import excerpt, is_error_end, markers_in
 
 
 def payloads_delivered_once_in_order(
@@ -108,10 +109,62 @@ def refused_only_while_busy(obs: Observation, ledger: Ledger) -> None:
     session away. A parked agent cannot take a new message (it waits for
     the answer), so a refusal then tells the user what to do."""
     del obs
-    for alias, refused, busy, parked in ledger.messages:
+    for alias, refused, busy, parked, _ in ledger.messages:
         if refused and not busy and not parked and alias not in ledger.faults:
             raise Broken(
                 f"{alias}'s endpoint accepts a message while no run of {alias} "
                 "is in flight and nothing awaits the user",
                 "it answered 409 with no run in flight and no call awaiting",
+            )
+
+
+#: What a refusal says when it claims the session waits for its user.
+WAITS_FOR_ANSWER = "waiting for the answer"
+
+
+def refusals_tell_the_truth(obs: Observation, ledger: Ledger) -> None:
+    """I19: a refusal's reason matches the session's state when it was
+    sent: "waiting for the answer" only while the session is parked on a
+    call (as stored) and no run of it is in flight; any other refusal (a
+    run in flight) only while a run is.
+
+    agentscope's chat route documents its 409 as the guard against a second
+    run in flight; a refusal that says something else must be true too, or
+    the user is told to answer a card that is already answered."""
+    del obs
+    for alias, refused, busy, parked, reason in ledger.messages:
+        if not refused or alias in ledger.faults:
+            continue
+        claims_parked = WAITS_FOR_ANSWER in reason
+        if (claims_parked and (busy or not parked)) or (not claims_parked and not busy):
+            state = ("a run in flight" if busy else "no run in flight") + (", parked" if parked else ", not parked")
+            raise Broken(
+                f"the refusal of {alias}'s message says what {alias} is doing",
+                f"it said {excerpt(reason, 90)!r} with {state}",
+            )
+
+
+def accepted_messages_stay_the_users(obs: Observation, ledger: Ledger) -> None:
+    """I20: once settled, a message accepted while the session was parked
+    (through the chat endpoint or a channel) is in the agent's context as
+    the user's message, or still waits for the resume; it is never turned
+    into something else (a hint on the agent's own turn, which nobody
+    answers) nor dropped.
+
+    The promise of ``enqueue_run_trigger``'s ``message`` kind: a user's
+    message is reasoned over "as a real user turn", and answered."""
+    if not obs.settled:
+        return
+    for alias, messages in ledger.parked_messages.items():
+        view = obs.sessions.get(alias)
+        if view is None or alias in ledger.faults:
+            continue
+        waiting = " ".join(markers_in(view.queued)) if view.parked_status != "idle" else ""
+        for marker, refused in messages:
+            if refused or any(marker in text for text in view.context_user_texts) or marker in waiting:
+                continue
+            hinted = any(marker in hint for hint in view.context_hints)
+            raise Broken(
+                f"{alias}'s accepted message {marker!r} reaches the agent as the user's message",
+                "it is in the context only as a hint" if hinted else "it is nowhere in the context",
             )

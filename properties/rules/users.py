@@ -180,4 +180,4 @@ class ParkedMessages:
             self.world.channel_posts(session, message, node or 0)
         else:
             return
-        self.ledger.message_while_parked(session, marker, refused)
+        self.ledger.message_while_parked(session, marker, bool(refused))
