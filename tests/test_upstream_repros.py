@@ -21,12 +21,13 @@ UPSTREAM = ROOT / "docs" / "upstream"
 PATCHES = ROOT / "patches"
 
 #: The reports with a standalone repro.
-FINDINGS = ("F3", "F6", "F8", "F10", "F13")
+FINDINGS = ("F3", "F5", "F6", "F8", "F10", "F13")
 
 #: Per report, the fixes its "Proposed patch" section names, applied
 #: together, and the exit code its repro gives with them.
 PATCHED: list[tuple[str, tuple[str, ...], int]] = [
     ("F3", ("stop-after-parking",), 0),
+    ("F5", ("inbox-sweeper",), 0),
     ("F6", ("stop-reaches-slow-tools",), 0),
     ("F8", ("clean-up-survives-stops",), 0),
     # Exit 0: the confirmed call runs. The stop that landed in the clean-up
@@ -85,7 +86,7 @@ def patched_copies(tmp_path_factory):
                 if not diff.exists():
                     pytest.skip(f"no {fix} diff for agentscope {version}")
                 done = subprocess.run(
-                    ["patch", "-p2", "--batch", "--forward", "-d", str(site), "-i", str(diff)],
+                    ["patch", "-p2", "--batch", "--forward", "--no-backup-if-mismatch", "-d", str(site), "-i", str(diff)],
                     capture_output=True, text=True,
                 )
                 assert done.returncode == 0, f"{diff.name} does not apply:\n{done.stdout}{done.stderr}"
