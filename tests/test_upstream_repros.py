@@ -21,12 +21,13 @@ UPSTREAM = ROOT / "docs" / "upstream"
 PATCHES = ROOT / "patches"
 
 #: The reports with a standalone repro.
-FINDINGS = ("F3", "F5", "F6", "F8", "F10", "F13")
+FINDINGS = ("F3", "F4b", "F5", "F6", "F8", "F10", "F13")
 
 #: Per report, the fixes its "Proposed patch" section names, applied
 #: together, and the exit code its repro gives with them.
 PATCHED: list[tuple[str, tuple[str, ...], int]] = [
     ("F3", ("stop-after-parking",), 0),
+    ("F4b", ("resubscribe",), 0),
     ("F5", ("inbox-sweeper",), 0),
     ("F6", ("stop-reaches-slow-tools",), 0),
     ("F8", ("clean-up-survives-stops",), 0),
