@@ -48,6 +48,18 @@ def _denial_drained_by_a_stopping_dispatcher(story) -> None:
     story.node_restarts()
 
 
+def _denial_carried_by_a_run_the_shutdown_cancels(story) -> None:
+    """The resume run of the user's answer is spawned and cancelled by the
+    run registry before it took its session lock."""
+    story.user_sends_message(session="leader", model_turn="calls GatedAction")
+    story.user_answers_confirmation(session="leader", decision="denies", posted_to_leader=False)
+    story.run_reaches_turn_tail(session="leader")
+    story.node_restarts()
+    story.user_sends_message(session="solo", model_turn="answers")
+    story.run_reaches_turn_tail(session="solo")
+    story.node_restarts()
+
+
 @pytest.fixture
 def fix():
     patches = [p for p in reference_fix.FIXES["shutdown-keeps-triggers"]
@@ -70,10 +82,17 @@ def test_a_shutdown_drops_what_the_dispatcher_drained_unless_fixed(fix):
     assert _violation("I7", _denial_drained_by_a_stopping_dispatcher) is None
 
 
-def test_a_run_spawned_before_the_shutdown_still_loses_its_trigger(fix):
-    """F14's other half, which this fix leaves open (docs/findings.md): the
-    run registry cancels a run that has not yet taken its session lock, and
-    nothing hands its trigger back. When a fix closes it, this test says so."""
+def test_an_answer_whose_run_the_shutdown_cancelled_is_queued_again_unless_fixed(fix):
+    assert "I7" in (_violation("I7", _denial_carried_by_a_run_the_shutdown_cancels) or "")
+    for patch in fix:
+        patch.apply()
+    assert _violation("I7", _denial_carried_by_a_run_the_shutdown_cancels) is None
+
+
+def test_a_wake_run_cancelled_before_its_lock_still_loses_its_trigger(fix):
+    """What this fix leaves open (docs/findings.md): a wake-up's run the
+    registry cancels before it took its session lock is not handed back.
+    When a fix closes it, this test says so."""
     for patch in fix:
         patch.apply()
     assert "I5" in (_violation("I5", _wake_spawned_before_the_shutdown) or "")
