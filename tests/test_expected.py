@@ -44,9 +44,26 @@ def test_a_violation_no_longer_found_turns_its_line_red():
     run["I1"].update(verdict="holds", also_found={})
     changes = _changes(run, expectation)
     assert list(changes) == ["I1"]
-    assert changes["I1"] == ["expected VIOLATED"]
+    assert changes["I1"] == ["expected VIOLATED", "no longer found on the way: I2"]
     line = next(line for line in expected.compare(run, expectation, KNOWN, "2.0.8") if line.code == "I1")
     assert "recorded I2" in line.render()
+
+
+def test_a_finding_met_on_the_way_that_is_gone_turns_its_line_red():
+    recorded = _run()
+    recorded["I3"]["also_found"] = {"I1": "counterexamples/I1-y"}
+    run = _run()  # I3's search no longer meets I1
+    assert _changes(run, expected.record(recorded, "2.0.8")) == {"I3": ["no longer found on the way: I1"]}
+
+
+def test_a_search_that_broke_with_no_story_is_an_error_never_a_violation():
+    run = _run()
+    expectation = expected.record(run, "2.0.8")
+    run["I1"].update(verdict="ERROR", actual="FailedHealthCheck: ...", also_found={})
+    changes = _changes(run, expectation)
+    assert "the search broke with no story: FailedHealthCheck: ..." in changes["I1"]
+    line = next(line for line in expected.compare(run, expectation, KNOWN, "2.0.8") if line.code == "I1")
+    assert "(F1)" not in line.render()  # an error is no known finding
 
 
 def test_a_window_no_longer_reached_turns_its_line_red():

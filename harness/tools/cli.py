@@ -59,6 +59,8 @@ exit codes:
   6  a property run broke without verdicts (the row names its log)
   7  a property suite did not finish within its --budget (it was ended, its
      workers too)
+  8  a property's search broke with no story (ERROR: a health check, the
+     shrinker, a teardown or the harness itself); nothing was learnt
   When SPECs end differently, the lowest non-zero code wins."""
 
 
@@ -69,7 +71,8 @@ exit codes (those the gates would have ended with together):
   2  the command line was wrong, or the files cannot form one gate: not a
      gate's JSON, a SPEC in two files, different settings, a missing shard
   3-6  a SPEC could not run (see `hitl-harness gate --help`)
-  7  a SPEC's property suite did not finish within its --budget"""
+  7  a SPEC's property suite did not finish within its --budget
+  8  a property's search broke with no story (ERROR)"""
 
 
 def _gate_epilog() -> str:
@@ -213,9 +216,15 @@ def _parser() -> argparse.ArgumentParser:
         "expect",
         help="run the property suite (ci profile) and hold it to its expected verdicts",
         description="Run the property suite with the ci profile on the agentscope installed "
-        "here and print one line per property against the expected verdicts: exit 1 when a "
-        "verdict or a reached window changed, or a violation is no known finding (what a "
-        "search found on the way is said when it changed).",
+        "here and print one line per property against the expected verdicts.",
+        epilog="exit codes:\n"
+        "  0  every property as expected\n"
+        "  1  a verdict or a reached window changed, a violation recorded on the way is no\n"
+        "     longer met, or a violation is no known finding\n"
+        "  2  an input cannot be read, or the run broke\n"
+        "  3  a property's search broke with no story (ERROR): nothing was learnt\n"
+        "A file recorded with another Hypothesis than the one installed is said in one line.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     expect.add_argument("expected", nargs="?", type=Path, metavar="FILE",
                         help="the expected verdicts (default: docs/findings/expected-<release>.json)")

@@ -12,10 +12,10 @@ such as ``docs/findings/expected-2.0.8.json`` holds that, per property::
 :func:`compare` holds a run to it. A property's line turns red when
 
 - its verdict differs (a violation no longer found: an invariant cut off
-  from the suite; a new one: a regression, or a search that changed);
-- (what its search found on the way is compared and said, but does not
-  turn it red: those are other properties' violations, each held to its
-  own line);
+  from the suite; a new one: a regression, or a search that changed), or
+  is ERROR (the search broke with no story: exit 3, never a violation);
+- a violation the file says its search met on the way is no longer met
+  (one met anew is said, and must be known);
 - a window the file says its stories reached is no longer reached (a rule
   stopped reaching it);
 - a violation, expected or not, is no known finding: every one must have
@@ -42,6 +42,7 @@ from harness.world.deployment import Deployment, DeploymentRefused
 from . import toolchain
 from .gate import known as known_list
 from .pytest_plugin import NOT_APPLICABLE
+from .verdicts import ERROR
 
 #: How expectation lines start, for a program reading the output.
 EXPECT_LINE = "hitl-expect"
@@ -145,9 +146,13 @@ def compare(
             changes.append("the expected verdicts have none for it")
         if got["verdict"] != want["verdict"]:
             changes.append(f"expected {want['verdict']}")
-        # What a search meets on the way is another property's violation,
-        # held to that property's own line: a difference is said, and every
-        # violation must still be known, but it does not turn this one red.
+        # What a search meets on the way is another property's violation:
+        # every one must be known, and one recorded that is no longer met
+        # turns the line red (a known finding held only there would
+        # otherwise go unnoticed); one met anew is said.
+        gone = [c for c in want.get("also_found", []) if c not in also]
+        if gone:
+            changes.append(f"no longer found on the way: {_codes(gone)}")
         drift = (
             f"on the way this time {_codes(also)}, recorded {_codes(want.get('also_found'))}"
             if also != list(want.get("also_found", [])) else ""
@@ -156,7 +161,9 @@ def compare(
         lost = [w for w in want.get("reached", []) if not counts.get(w)]
         if lost:
             changes.append(f"no longer reached: {', '.join(lost)}")
-        broken = got["verdict"] not in ("holds", NOT_APPLICABLE)
+        if got["verdict"] == ERROR:
+            changes.append(f"the search broke with no story: {got.get('actual') or 'see the log'}")
+        broken = got["verdict"] not in ("holds", NOT_APPLICABLE, ERROR)
         said = [f"{got['verdict']}{_findings(known, code, [code], version, broken, changes)}"]
         for other in also:
             said.append(f"also found {other}{_findings(known, other, [code], version, True, changes)}")
@@ -206,7 +213,8 @@ def expect(
     here, or read a run's ``--verdicts-json``; print one line per property
     against the expectation in ``path`` and the known violations in
     ``known_path`` (by default the project's own). 0 when every line is as expected,
-    1 when one is not, 2 when an input cannot be read or the run broke."""
+    1 when one is not, 2 when an input cannot be read or the run broke, 3
+    when a search broke with no story (ERROR)."""
     from harness.world import agentscope_under_test  # pylint: disable=import-outside-toplevel
 
     from .gate import runner  # pylint: disable=import-outside-toplevel
@@ -257,10 +265,12 @@ def expect(
     for line in lines:
         print(line.render())
     changed = [line.code for line in lines if not line.ok]
+    errors = [code for code in changed if (verdicts.get(code) or {}).get("verdict") == ERROR]
     print(f"expected verdicts ({path}): "
           + (f"{len(changed)} changed: {', '.join(changed)}" if changed
-             else f"all {len(lines)} as expected"))
-    return 1 if changed else 0
+             else f"all {len(lines)} as expected")
+          + (f"; the search of {', '.join(errors)} broke (ERROR, exit 3)" if errors else ""))
+    return 3 if errors else 1 if changed else 0
 
 
 def _selecting(properties: tuple[str, ...]) -> tuple[str, ...]:

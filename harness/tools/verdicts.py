@@ -13,21 +13,27 @@ from harness.world import agentscope_under_test
 #: (its record's ``needs``): not run, and neither holding nor violated.
 NOT_APPLICABLE = "not applicable"
 
+#: The verdict of a property test that failed with no story of any
+#: property: the search itself broke, so nothing was learnt of agentscope.
+ERROR = "ERROR"
+
 
 def entry(report, code: str, slug: str, seconds: float) -> dict:
     """A property test's report as its verdict entry: the verdict (holds,
-    VIOLATED, error, crash, not applicable...), its counterexample folder,
+    VIOLATED, ERROR, crash, not applicable...), its counterexample folder,
     what was expected and happened, what its search found on the way, the
     windows it reached, and why it (or a part of it) is not applicable."""
     said = report.user_properties
     verdict = {"passed": "holds", "failed": "VIOLATED"}.get(report.outcome, report.outcome)
     found = [v for k, v in said if k == "found"]
     why = next((v for k, v in said if k == "not_applicable"), None)
-    if report.outcome == "failed" and report.when != "call":
-        verdict = "error"
+    if report.outcome == "failed" and (report.when != "call" or not found):
+        # No story failed: a health check, the shrinker, a teardown or
+        # the harness itself broke. Never a violation, never a finding.
+        verdict = ERROR
     elif report.outcome == "skipped" and why is not None:
         verdict = NOT_APPLICABLE
-    if found and code not in found and verdict not in ("error", NOT_APPLICABLE):
+    if found and code not in found and verdict not in (ERROR, NOT_APPLICABLE):
         verdict = "crash"  # a step raised what no rule injected
     folders = [v for k, v in said if k == "counterexample"]
     expected, actual = says(report) if report.outcome == "failed" else (None, None)

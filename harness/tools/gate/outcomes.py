@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from ..pytest_plugin import NOT_APPLICABLE
+from ..verdicts import ERROR
 
 
 class Exit(IntEnum):
@@ -25,6 +26,7 @@ class Exit(IntEnum):
     CANNOT_DRIVE = 5  # the harness cannot drive this agentscope (a name or signature it missed)
     RUN_BROKE = 6  # the property run itself broke (see its log)
     DID_NOT_FINISH = 7  # the property suite did not finish within its --budget
+    HARNESS_ERROR = 8  # a property's search broke with no story (ERROR): nothing learnt
 
 
 #: The exit codes in words, as the gate's last line says them.
@@ -37,6 +39,7 @@ MEANING = {
     Exit.CANNOT_DRIVE: "the harness cannot drive an agentscope",
     Exit.RUN_BROKE: "a property run broke",
     Exit.DID_NOT_FINISH: "a property suite did not finish within its budget",
+    Exit.HARNESS_ERROR: "a property's search broke without a story (ERROR)",
 }
 
 #: The version of the JSON a gate writes (``--json``): 2 added ``schema``,
@@ -103,12 +106,15 @@ class Row:
         """Set the outcome from the verdicts."""
         if any(violated(v) or v.get("also_found") for v in self.verdicts.values()):
             self.outcome = Exit.VIOLATED
+        elif any(v.get("verdict") == ERROR for v in self.verdicts.values()):
+            self.outcome = Exit.HARNESS_ERROR
 
 
 def violated(verdict: dict) -> bool:
-    """Whether a property's own search found it broken (or could not tell):
-    anything but "holds" and "not applicable"."""
-    return verdict.get("verdict") not in ("holds", NOT_APPLICABLE)
+    """Whether a property's own search found it broken: anything but
+    "holds", "not applicable" and ERROR (a search that broke with no story
+    says nothing of agentscope)."""
+    return verdict.get("verdict") not in ("holds", NOT_APPLICABLE, ERROR)
 
 
 def code_order(code: str):

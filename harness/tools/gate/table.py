@@ -12,7 +12,7 @@ from .outcomes import COULD_NOT_RUN, NOT_APPLICABLE, Row, code_order
 WIDTH = 100
 
 #: The widest SPEC cell; a longer one keeps its end (``…/src/agentscope``).
-SPEC_WIDTH = 32
+SPEC_WIDTH = 22
 
 HOLDS, FAILS, SHOWN, BROKE, ALSO, NA = ".", "X", "x", "!", "+", "n/a"
 
