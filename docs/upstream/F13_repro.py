@@ -107,8 +107,16 @@ async def redis_server():
     """Where RedisMessageBus connects: REDIS_URL, or a redis-server of our own."""
     if os.environ.get("REDIS_URL"):
         url = urllib.parse.urlsplit(os.environ["REDIS_URL"])
-        yield dict(host=url.hostname, port=url.port or 6379, db=int(url.path.strip("/") or 0),
-                   password=url.password)
+        where = dict(host=url.hostname or "localhost", port=url.port or 6379, db=int(url.path.strip("/") or 0),
+                     password=url.password)
+        client = aioredis.Redis(**where, socket_connect_timeout=5)
+        try:
+            await client.ping()
+        except Exception as error:
+            raise RuntimeError(f"no redis-server answers at REDIS_URL: {error}") from error
+        finally:
+            await client.aclose()
+        yield where
         return
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
     folder = tempfile.mkdtemp(prefix="f13-redis-")

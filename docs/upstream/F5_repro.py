@@ -13,7 +13,8 @@ Two app processes share one redis-server and one sqlite database:
    registration, no trigger and no run: nothing will consume it.
 
 Run: python F5_repro.py. It starts redis-server (from PATH) on a free loopback
-port, or uses REDIS_URL (redis://host:port/db) if set. Needs the `redis` package.
+port, or uses REDIS_URL (redis://host:port/db) if set: give it a scratch database,
+as step 4 shortens the TTL of every key in it. Needs the `redis` package.
 Exit 1: the message is stranded; 0: it reached the agent; 3: the script failed.
 """
 import asyncio
@@ -90,8 +91,16 @@ async def redis_server():
     """Where RedisMessageBus connects: REDIS_URL, or a redis-server of our own."""
     if os.environ.get("REDIS_URL"):
         url = urllib.parse.urlsplit(os.environ["REDIS_URL"])
-        yield dict(host=url.hostname, port=url.port or 6379, db=int(url.path.strip("/") or 0),
-                   password=url.password)
+        where = dict(host=url.hostname or "localhost", port=url.port or 6379, db=int(url.path.strip("/") or 0),
+                     password=url.password)
+        client = aioredis.Redis(**where, socket_connect_timeout=5)
+        try:
+            await client.ping()
+        except Exception as error:
+            raise RuntimeError(f"no redis-server answers at REDIS_URL: {error}") from error
+        finally:
+            await client.aclose()
+        yield where
         return
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
     folder = tempfile.mkdtemp(prefix="f5-redis-")
