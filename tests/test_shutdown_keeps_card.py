@@ -33,7 +33,8 @@ def test_shutdown_during_naming_keeps_the_card_and_the_answer_resumes():
     said = done.stdout + done.stderr
     assert done.returncode == 0, said[-3000:]
     assert "reference fixes applied:" in said and "stop-after-parking" in said, said[-3000:]
-    assert "shutdown's cancel landed in the naming call: True; its message: none" in said, said[-3000:]
+    # The registry's cancel, marked as a shutdown (shutdown-keeps-triggers), never as the user's stop.
+    assert "shutdown's cancel landed in the naming call: True; its message: ('shutdown',)" in said, said[-3000:]
     assert "_auto_name_session" in said, said[-3000:]
     assert "card survived the shutdown: True" in said, said[-3000:]
     assert "resume completed: True" in said, said[-3000:]
