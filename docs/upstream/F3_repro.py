@@ -181,7 +181,7 @@ async def story(bus, app, label, **config):
         await asyncio.sleep(0.005)
     await asyncio.sleep(0.3 if config else 0.0)
     seen = len(events)
-    status = await interrupt_session(session, agent_id=agent, user_id=user, chat_service=service)
+    await interrupt_session(session, agent_id=agent, user_id=user, chat_service=service)  # HTTP 202
     bus.stop_answered.set()
     await asyncio.wait([run], timeout=5)
     for _ in range(40):  # a resume the stop queued may end the reply a moment later
@@ -193,7 +193,7 @@ async def story(bus, app, label, **config):
     ends = [e.get("finished_reason") for e in events[seen:] if e.get("type") == "REPLY_END"]
     record = await storage.get_session(user, agent, session)
     parked = SessionService.derive_parked_status(record.state.context).value
-    print(f"{label}: stop answered {type(status).__name__}; run task cancelled: {run.cancelled()}; "
+    print(f"{label}: stop answered 202; run task cancelled: {run.cancelled()}; "
           f"REPLY_END after the stop: {ends or 'none'}; session: {parked}")
     return "interrupted" not in ends and parked != "idle"
 
