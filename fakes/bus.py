@@ -73,7 +73,10 @@ class VirtualRedisBus(LeasedLocks, MessageBus):  # pylint: disable=too-many-publ
         self._queues = _Keyspace()  # key -> list[(entry_id, payload)]
         self._logs = _Keyspace()  # key -> list[(entry_id, payload)]
         self._registries = _Keyspace()  # namespace -> dict[field, value]
-        self._subscribers: dict[str, set[asyncio.Queue]] = {}
+        #: Per channel, its subscribers' queues in the order they subscribed
+        #: (a dict keeps it: what a publish reaches first never depends on
+        #: memory addresses).
+        self._subscribers: dict[str, dict[asyncio.Queue, None]] = {}
         self._init_locks()
 
     # ── housekeeping ──────────────────────────────────────────────────
@@ -166,7 +169,7 @@ class VirtualRedisBus(LeasedLocks, MessageBus):  # pylint: disable=too-many-publ
     # ── Mode D: transient broadcast ───────────────────────────────────
 
     async def publish(self, key: str, payload: dict) -> None:
-        for queue in sorted(self._subscribers.get(key, ()), key=id):
+        for queue in list(self._subscribers.get(key, ())):
             queue.put_nowait(payload)
 
     async def subscribe(
@@ -176,7 +179,7 @@ class VirtualRedisBus(LeasedLocks, MessageBus):  # pylint: disable=too-many-publ
         on_ready: Callable[[], None] | None = None,
     ) -> AsyncGenerator[dict, None]:
         queue: asyncio.Queue = asyncio.Queue()
-        self._subscribers.setdefault(key, set()).add(queue)
+        self._subscribers.setdefault(key, {})[queue] = None
         try:
             if on_ready is not None:
                 on_ready()
@@ -186,7 +189,7 @@ class VirtualRedisBus(LeasedLocks, MessageBus):  # pylint: disable=too-many-publ
                     return
                 yield item
         finally:
-            self._subscribers.get(key, set()).discard(queue)
+            self._subscribers.get(key, {}).pop(queue, None)
 
     async def aclose(self) -> None:
         for queues in self._subscribers.values():
