@@ -208,7 +208,7 @@ RUN_TAIL_AND_HELPER = RUN_TAIL + '''
         awaiting = {
             call.id
             for call in context[-1].get_content_blocks("tool_call")
-            if call.state in (ToolCallState.ASKING, ToolCallState.SUBMITTED)
+            if call.state in ("asking", "submitted")  # a ToolCallState
         }
         answered = {
             result.tool_call.id
