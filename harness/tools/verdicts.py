@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from harness.world import agentscope_under_test
+from properties.story.environment import where_agentscope_came_from
 
 
 #: The verdict of a property about a feature the installed agentscope lacks
@@ -115,7 +116,7 @@ def write_json(target: Path, verdicts: dict[str, dict], deployment: dict) -> Non
         json.dumps(
             {
                 "agentscope_version": agentscope_under_test.version(),
-                "agentscope_path": agentscope_under_test.path(),
+                "agentscope_path": where_agentscope_came_from(agentscope_under_test.path()),
                 "deployment": deployment,
                 "reference_fix": reference_fix.is_applied(),
                 "verdicts": verdicts,

@@ -33,11 +33,18 @@ def harness_build() -> str:
     return f"{version} (commit {commit})"
 
 
+#: What a report and ``story.json`` say of where agentscope was imported from.
+INSTALLED, CHECKOUT = "an installed distribution", "a source checkout"
+
+
 def where_agentscope_came_from(path: str) -> str:
-    """An installed distribution or a source checkout, without the path."""
+    """An installed distribution or a source checkout, without the path
+    (a description already is one)."""
+    if path in (INSTALLED, CHECKOUT):
+        return path
     if "site-packages" in path or "dist-packages" in path:
-        return "an installed distribution"
-    return "a source checkout"
+        return INSTALLED
+    return CHECKOUT
 
 
 def environment_lines(agentscope_version: str, agentscope_path: str, fix: str) -> list[str]:

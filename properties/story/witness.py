@@ -10,6 +10,7 @@ from harness.world import agentscope_under_test
 
 from ..catalog import statement_of
 from ..violation import InvariantViolated
+from .environment import where_agentscope_came_from
 from .record import Counterexample
 
 
@@ -35,7 +36,8 @@ def describe_failure(machine, failure: Exception) -> Counterexample:
         trace=world.render_trace(),
         events=_published_events(machine),
         agentscope_version=agentscope_under_test.version(),
-        agentscope_path=agentscope_under_test.path(),
+        # Where it came from, never the finder's path (a folder is shared).
+        agentscope_path=where_agentscope_came_from(agentscope_under_test.path()),
         reference_fix=reference_fix.is_applied(),
         error_type=type(failure).__name__,
         hypothesis_version=hypothesis.__version__,
