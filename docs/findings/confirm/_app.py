@@ -428,16 +428,31 @@ class App:
         if task is not None:
             await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), timeout)
 
-    async def settle(self, quiet: float = 0.25, timeout: float = 15.0) -> None:
-        """Wait until no run is alive, no dispatcher retry is pending and
-        no session lock is held, for ``quiet`` seconds in a row."""
+    async def settle(
+        self,
+        quiet: float = 0.25,
+        timeout: float = 15.0,
+        *,
+        ignore: tuple = (),
+        busy_too: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
+        """Wait until no run is alive and no dispatcher retry timer is
+        pending (``ignore``: timers a script holds itself), and
+        ``busy_too()`` says False when given, for ``quiet`` seconds in a
+        row. Only the retry timers count (agentscope's ``<kind>-retry:``,
+        dispatcher-survival's): a reference fix's long-lived task in the
+        same set (``inbox-sweeper``'s sweeper) is no pending work."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         calm_since: float | None = None
         while loop.time() < deadline:
             busy = (
                 any(not t.done() for t in self.registry._tasks.values())
-                or bool(self.dispatcher._retry_tasks)
+                or any(
+                    "-retry:" in t.get_name() and t not in ignore
+                    for t in self.dispatcher._retry_tasks
+                )
+                or (busy_too is not None and await busy_too())
             )
             now = loop.time()
             if busy:

@@ -200,28 +200,14 @@ def ends_of(ui: EventTap, reply_id: str, since: int = 0) -> list[str]:
 
 
 async def calm(app: App, session: str, quiet: float = 0.3, timeout: float = 10.0) -> None:
-    """Wait until no run of ``app`` is alive, the session lock is free and
-    no trigger is queued, for ``quiet`` seconds in a row. (``App.settle``
-    also waits for the dispatcher's retry tasks, among which the
-    reference fix ``inbox-sweeper`` keeps its sweeper while a session is
-    watched.)"""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    calm_since: float | None = None
-    while loop.time() < deadline:
-        busy = (
-            any(not t.done() for t in app.registry._tasks.values())
-            or await app.bus.is_locked(MessageBusKeys.session_lock(session))
-            or bool(in_memory_peek(app.bus, MessageBusKeys.wakeup_queue()))
+    """``App.settle``, and the session lock free with no trigger queued."""
+
+    async def session_busy() -> bool:
+        return await app.bus.is_locked(MessageBusKeys.session_lock(session)) or bool(
+            in_memory_peek(app.bus, MessageBusKeys.wakeup_queue()),
         )
-        now = loop.time()
-        if busy:
-            calm_since = None
-        elif calm_since is None:
-            calm_since = now
-        elif now - calm_since >= quiet:
-            return
-        await asyncio.sleep(0.02)
+
+    await app.settle(quiet, timeout, busy_too=session_busy)
 
 
 async def wait_until(check, timeout: float) -> bool:

@@ -254,24 +254,8 @@ class StaleBus(InMemoryMessageBus):
 
 async def settle(app: App, quiet: float = 0.25, timeout: float = 15.0) -> None:
     """``App.settle``, except that the dispatcher's retry held by the bus
-    does not count as busy, nor does a task of the dispatcher's that is no
-    retry (with ``--with-fix``, ``inbox-sweeper``'s periodic sweeper)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    calm_since = None
-    while loop.time() < deadline:
-        held = app.bus.retry_task
-        busy = any(not t.done() for t in app.registry._tasks.values()) or any(
-            t is not held and "-retry:" in t.get_name() for t in app.dispatcher._retry_tasks
-        )
-        now = loop.time()
-        if busy:
-            calm_since = None
-        elif calm_since is None:
-            calm_since = now
-        elif now - calm_since >= quiet:
-            return
-        await asyncio.sleep(0.02)
+    does not count as busy."""
+    await app.settle(quiet, timeout, ignore=(app.bus.retry_task,))
 
 
 async def until(condition, timeout: float = 3.0) -> bool:
