@@ -35,6 +35,9 @@ targets and the properties it makes hold there:
   patches): the triggers a graceful shutdown's wake-up dispatcher had
   drained or held in a backoff timer, dropped with it (F14, met by I16's
   search).
+- :mod:`reference_fix.stale_decisions` (2.0.7–2.0.11): a decision for a
+  tool call a stop had already closed, failed into the reply the agent
+  is parked on next (I1, F16, met by I16's search).
 
 A fix of several patches ships one diff per release (:data:`FIXES` groups
 them; :mod:`reference_fix.diffs` writes them).
@@ -57,6 +60,7 @@ from . import (
     parked_continuation,
     resubscribe,
     shutdown_keeps_triggers,
+    stale_decisions,
     stop_after_parking,
     stop_reaches_slow_tools,
 )
@@ -74,6 +78,7 @@ FIXES: dict[str, tuple[SourcePatch, ...]] = {
     "resubscribe": resubscribe.PATCHES,
     "inbox-sweeper": inbox_sweeper.PATCHES,
     "shutdown-keeps-triggers": shutdown_keeps_triggers.PATCHES,
+    "stale-decisions": (stale_decisions.PATCH,),
 }
 
 #: Every patch, in the order they are applied.
