@@ -79,9 +79,9 @@ Result. Exit codes (exit 1 = a ``REPLY_END(ERROR)`` seen), each run about
 15 s:
 
     agentscope 2.0.8               1    (C, C2, D)
-    agentscope 2.0.8  --with-fix   1    (C, C2, D)
+    agentscope 2.0.8  --with-fix   0    (stale-decisions drops the denial)
     agentscope 2.0.11              1    (C, C2, D)
-    agentscope 2.0.11 --with-fix   1    (C, C2, D)
+    agentscope 2.0.11 --with-fix   0
 
 On all four runs A and B end no reply in ``ERROR`` (the denial is applied
 while its call is pending; the stops after it each publish a continuation
