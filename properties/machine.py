@@ -26,7 +26,7 @@ from harness.world.deployment import Deployment
 from harness.world.observation import Observation
 from harness.world.world import World
 
-from . import rule_choice, windows
+from . import reach, rule_choice, windows
 from .catalog import BY_CODE, ON_TRANSITION, PAST_LEASES
 from .ledger import Ledger
 from .rules.agentscope_parties import AgentscopeRules
@@ -57,6 +57,11 @@ FOUND_ON_THE_WAY: dict = {}
 #: Per property searched in this process: how often its stories reached
 #: each of its windows (cleared when its test starts).
 WINDOWS_REACHED: dict[str, Counter] = {}
+
+#: Per property searched in this process: in how many of its stories each
+#: order of two parties' hand-off operations occurred (:mod:`.reach`;
+#: cleared with the windows).
+PAIRS_REACHED: dict[str, Counter] = {}
 
 #: The deployment :func:`machine_for` builds stories on (the pytest
 #: plugin's ``--bus`` and ``--nodes`` set it).
@@ -262,12 +267,15 @@ class HitlMachine(
                 listener(self.checked, self._failed)
 
     def _count_windows(self) -> None:
-        """Add this story's reached windows to each searched property's."""
+        """Add this story's reached windows and hand-off orders to each
+        searched property's."""
         story = windows.Story(tuple(self.world.interleaver.trace.entries), self.ledger, dict(self.world.sessions))
+        orders = reach.story_orders(story.entries, story.sessions)
         for code in self.checked:
             if code in BY_CODE:
                 reached = windows.count(story, BY_CODE[code].windows)
                 WINDOWS_REACHED.setdefault(code, Counter()).update(reached)
+                PAIRS_REACHED.setdefault(code, Counter()).update(orders)
 
     def attach_counterexample(self, failure: Exception) -> None:
         """Give ``failure`` the story that led to it (once: the innermost

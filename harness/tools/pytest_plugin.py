@@ -260,10 +260,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     starts, with ``--progress-file``)."""
     prop = _property_of(item)
     if prop is not None:
-        from properties.machine import FOUND_ON_THE_WAY, WINDOWS_REACHED  # pylint: disable=import-outside-toplevel
+        from properties.machine import (  # pylint: disable=import-outside-toplevel
+            FOUND_ON_THE_WAY, PAIRS_REACHED, WINDOWS_REACHED,
+        )
 
         FOUND_ON_THE_WAY.clear()
         WINDOWS_REACHED.clear()
+        PAIRS_REACHED.clear()
         for writer in _PROGRESS:
             writer.started(prop.code)
 
@@ -290,7 +293,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     parent = Path(item.config.getoption("--counterexamples"))
     if prop is not None and prop.not_applicable() is None:
         from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
-        from properties.machine import FOUND_ON_THE_WAY, WINDOWS_REACHED  # pylint: disable=import-outside-toplevel
+        from properties import reach  # pylint: disable=import-outside-toplevel
+        from properties.machine import (  # pylint: disable=import-outside-toplevel
+            FOUND_ON_THE_WAY, PAIRS_REACHED, WINDOWS_REACHED,
+        )
         from properties.windows import not_applicable  # pylint: disable=import-outside-toplevel
 
         reached = WINDOWS_REACHED.get(prop.code, {})
@@ -300,6 +306,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         )
         if missing:
             report.user_properties.append(("windows_not_applicable", missing))
+        if reach.not_applicable() is None:
+            report.user_properties.append(("pairs", reach.counts(PAIRS_REACHED.get(prop.code, {}))))
+        else:
+            report.user_properties.append(("pairs_not_applicable", reach.not_applicable()))
         for code in sorted(FOUND_ON_THE_WAY, key=code_order):
             written = folder.write(FOUND_ON_THE_WAY[code], parent)
             report.user_properties.append(("found_on_the_way", (code, str(written))))

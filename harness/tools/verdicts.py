@@ -23,7 +23,9 @@ def entry(report, code: str, slug: str, seconds: float) -> dict:
     """A property test's report as its verdict entry: the verdict (holds,
     VIOLATED, ERROR, crash, not applicable...), its counterexample folder,
     what was expected and happened, what its search found on the way, the
-    windows it reached, and why it (or a part of it) is not applicable."""
+    windows it reached, the orders of hand-off operations its stories
+    played (:mod:`properties.reach`), and why it (or a part of it) is not
+    applicable."""
     said = report.user_properties
     verdict = {"passed": "holds", "failed": "VIOLATED"}.get(report.outcome, report.outcome)
     found = [v for k, v in said if k == "found"]
@@ -51,10 +53,13 @@ def entry(report, code: str, slug: str, seconds: float) -> dict:
             for other, (e, a) in (v for k, v in said if k == "found_on_the_way_says")
         },
         "windows": next((v for k, v in said if k == "windows"), {}),
+        "pairs": next((v for k, v in said if k == "pairs"), {}),
     }
     left_out = [v for k, v in said if k == "left_out"]
     missing = next((v for k, v in said if k == "windows_not_applicable"), None)
-    extra = {"why": why, "left_out": left_out, "windows_not_applicable": missing}
+    pairs_missing = next((v for k, v in said if k == "pairs_not_applicable"), None)
+    extra = {"why": why, "left_out": left_out, "windows_not_applicable": missing,
+             "pairs_not_applicable": pairs_missing}
     result.update({k: v for k, v in extra.items() if v})
     return result
 
@@ -90,6 +95,10 @@ def summary_lines(verdicts: dict[str, dict]) -> list[str]:
             lines.append(
                 "            windows not applicable here: " + ", ".join(entry["windows_not_applicable"]),
             )
+        if entry.get("pairs"):
+            lines.append(f"            {pairs_line(entry)}")
+        elif entry.get("pairs_not_applicable"):
+            lines.append(f"            pairs not applicable here: {entry['pairs_not_applicable']}")
         for other, written in entry["also_found"].items():
             lines.append(f"            its search also found {other} -> {written}")
     return lines
@@ -103,6 +112,14 @@ def windows_line(entry: dict) -> str:
     if unreached:
         return f"unreached: {', '.join(unreached)}" + (f" (reached: {reached})" if reached else "")
     return f"reached: {reached}"
+
+
+def pairs_line(entry: dict) -> str:
+    """``unreached pairs (58 of 60 orders reached): p.wake⇄c.lock`` or
+    ``pairs: all 60 orders the protocol allows reached``."""
+    from properties.reach import line  # pylint: disable=import-outside-toplevel
+
+    return line(entry["pairs"])
 
 
 def write_json(target: Path, verdicts: dict[str, dict], deployment: dict) -> None:
