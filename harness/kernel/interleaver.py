@@ -102,9 +102,6 @@ class Interleaver(Deaths):
         #: Whether labels name each task's node (``@n``): worlds of
         #: several nodes.
         self.label_nodes = False
-        #: Called before each release: what keeps time outside the loop (a
-        #: real Redis server's clock) is held still between moves.
-        self.before_release: list[Callable[[], None]] = []
         #: When the bus changes by itself (leases, TTLs); without it, no
         #: repetition is ever left out and none is a livelock.
         self.expiries: Callable[[], Iterable[float]] | None = None
@@ -284,8 +281,6 @@ class Interleaver(Deaths):
         if not record.held:
             raise RuntimeError(f"{record!r} is not held at a switch point")
         assert record.gate is not None
-        for hold_still in self.before_release:
-            hold_still()
         record.gate.set_result(None)
 
     def settle(self, limit: int = SETTLE_STEP_LIMIT, horizon: float = SETTLE_HORIZON) -> None:

@@ -27,6 +27,8 @@ class LinkedConnection(aioredis.Connection):
         self.owner = owner
         self.index = link.joined(self)
         self._publishing: deque[str] = deque()
+        #: A command that can give a TTL awaits its reply.
+        self._gives_ttl = False
 
     async def _freeze_if_dead(self) -> None:
         if self.link.is_frozen(self):
@@ -39,7 +41,8 @@ class LinkedConnection(aioredis.Connection):
     async def send_command(self, *args: Any, **kwargs: Any) -> None:
         await self._freeze_if_dead()
         if _sets_a_ttl(args):
-            self.link.follow_clock()  # the TTL starts from a still server clock
+            self.link.follow_clock()  # the range its TTL is read in starts here
+            self._gives_ttl = True
         self.link.sending(self, args)
         if args and str(args[0]).upper() == "PUBLISH":
             self._publishing.append(str(args[1]))
@@ -49,7 +52,12 @@ class LinkedConnection(aioredis.Connection):
         await self._freeze_if_dead()
         if kwargs.get("push_request"):
             return await self._read_push(*args, **kwargs)
-        response = await self.link.round_trip(lambda: super(LinkedConnection, self).read_response(*args, **kwargs))
+        try:
+            response = await self.link.round_trip(lambda: super(LinkedConnection, self).read_response(*args, **kwargs))
+        finally:
+            if self._gives_ttl:  # and ends here: the TTL is taken over
+                self._gives_ttl = False
+                self.link.follow_clock()
         if self._publishing:
             delivery = self.link.published(self._publishing.popleft(), int(response))
             if delivery is not None:
@@ -84,8 +92,9 @@ class LinkedConnection(aioredis.Connection):
 
 
 def _sets_a_ttl(args: tuple) -> bool:
-    """Whether a command gives a key a TTL."""
+    """Whether a command can give a key a TTL (a script can: agentscope's
+    compare-and-set of a registry field calls ``EXPIRE``)."""
     name = str(args[0]).upper() if args else ""
-    if name in ("EXPIRE", "PEXPIRE", "SETEX", "PSETEX"):
+    if name in ("EXPIRE", "PEXPIRE", "SETEX", "PSETEX", "EVAL", "EVALSHA"):
         return True
     return name == "SET" and any(str(a).upper() in ("EX", "PX") for a in args[3:])

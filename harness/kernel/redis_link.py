@@ -21,12 +21,12 @@ What the link adds, and why:
   timeout and polls again when it expires; on virtual time that timer would
   keep the world from ever settling. A poll here waits until a message
   comes, which is what the loop of polls amounts to.
-- **Server time follows virtual time** (:meth:`RedisLink.follow_clock`):
-  every TTL loses the virtual seconds that pass, and gets back the wall
-  time the server counted meanwhile, measured on the server's own clock
-  (``TIME``), in the same Lua script. That happens as time passes, before
-  each release, and just before any command that gives a key a TTL (so no
-  key gets back wall time from before it had one).
+- **Keys expire on virtual time** (:meth:`RedisLink.follow_clock`,
+  :mod:`.redis_expiry`): each TTL agentscope gives is taken over just
+  after its command (and bounded by a call just before it), the server
+  never ends a key itself, and a key ends when virtual time reaches its
+  deadline. The wall clock, however slow a loaded machine makes it, never
+  decides when a key ends.
 - **Faults where Redis has them:** the next command of a name on a key can
   fail before the server gets it (:meth:`RedisLink.fail_next`).
 - **A dead process' connections freeze**, and the server drops them
@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections import defaultdict, deque
 from typing import Any
 
@@ -46,15 +45,7 @@ import redis.asyncio as aioredis
 
 from .interleaver import Interleaver
 from .redis_connection import LinkedConnection
-from .redis_server import EXPIRY_SLACK_MS, SHORTEN_TTLS_LUA
-
-#: Wall seconds between two corrections of the server's clock while no
-#: virtual time passes (see :meth:`RedisLink.follow_clock`).
-HOLD_STILL_AFTER = 0.002
-
-#: The key where the link remembers the server time it last synced at
-#: (no TTL, so the TTL script never touches it; agentscope never reads it).
-SYNCED_AT = "hitl-harness:synced-at"
+from .redis_expiry import VirtualExpiry
 
 class InjectedRedisFault(redis.ConnectionError):
     """A command a story made fail before the server got it, as a dropped
@@ -100,8 +91,7 @@ class RedisLink:
         self.port = port
         self.interleaver = interleaver
         self.sync = sync_client
-        self._follow = sync_client.register_script(SHORTEN_TTLS_LUA)
-        self._held_still_at = float("-inf")
+        self.expiry = VirtualExpiry(sync_client)
         self._connections: list[LinkedConnection] = []
         self._channels: dict[int, set[str]] = defaultdict(set)
         #: Messages (and subscribe confirmations) each connection is owed.
@@ -288,23 +278,12 @@ class RedisLink:
     # ── time ──────────────────────────────────────────────────────────
 
     def follow_clock(self, seconds: float = 0.0) -> None:
-        """``seconds`` of virtual time passed (none: only give back the
-        wall time the server counted since the last call). Synchronous:
-        it runs between loop iterations, when nothing else talks to the
-        server.
-
-        Holding still (no virtual time) is skipped when the last call was
-        under :data:`HOLD_STILL_AFTER` ago: the wall time is not lost, the
-        next call gives it back. This is the harness's one reading of a
-        wall clock; it decides only when a correction is sent, never what
-        agentscope sees (a key's TTL is off by at most that much, and a key
-        that close to its end when virtual time passes is ended:
-        :data:`~harness.kernel.redis_server.EXPIRY_SLACK_MS`)."""
-        now = time.monotonic()
-        if not seconds and now - self._held_still_at < HOLD_STILL_AFTER:
-            return
-        self._held_still_at = now
-        self._follow(keys=[SYNCED_AT], args=[round(seconds * 1000), EXPIRY_SLACK_MS])
+        """``seconds`` of virtual time passed: keys whose deadline it
+        reaches end (none: only take over the TTLs given since the last
+        call; a connection calls that around each command that can give
+        one). Synchronous: it runs between loop iterations or inside one
+        connection's call, when nothing else talks to the server."""
+        self.expiry.follow(seconds)
 
     # ── what the harness reads ────────────────────────────────────────
 

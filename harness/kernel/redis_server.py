@@ -16,10 +16,12 @@ which covers ``SIGTERM``, ``SIGKILL`` and crashes of the test process.
 What can remain after such a death is the temporary directory (a log file
 and a pid file under the system's temp dir).
 
-Redis' clock cannot be mocked, so virtual time reaches a real server as
-:func:`shorten_ttls`: every key with a TTL loses the elapsed virtual
-seconds, and a key whose TTL would reach zero is deleted, which is what
-the server would have done had that much time passed.
+Redis' clock cannot be mocked. The bus differential test lets virtual
+time reach a real server as :func:`shorten_ttls`: every key with a TTL
+loses the elapsed virtual seconds, and a key whose TTL would reach zero is
+deleted, which is what the server would have done had that much time
+passed. A world in Redis mode goes further and never lets the server end
+a key (:mod:`.redis_expiry`).
 """
 from __future__ import annotations
 
@@ -52,36 +54,16 @@ LOG_TAIL_LINES = 15
 
 _PR_SET_PDEATHSIG = 1
 
-#: Milliseconds short of its end at which a key counts as ended when
-#: virtual time passes: what the wall clock can leave between a TTL the
-#: server counts and the virtual one (a few milliseconds), against
-#: agentscope's TTLs of whole seconds and timers of tenths of one.
-EXPIRY_SLACK_MS = 20
-
 #: One round trip for the whole keyspace, and atomic: nothing runs on the
-#: server between one key's ``PTTL`` and its ``PEXPIRE``. With a key
-#: (KEYS[1]), the wall milliseconds the server counted since the last call
-#: that named it are given back first: what the server's own clock took
-#: while no virtual time passed (the key holds that call's server ``TIME``
-#: and has no TTL, so the loop leaves it alone).
+#: server between one key's ``PTTL`` and its ``PEXPIRE``.
 SHORTEN_TTLS_LUA = """
 local elapsed = tonumber(ARGV[1])
-local slack = 0
-if elapsed > 0 then slack = tonumber(ARGV[2] or 0) end
-if KEYS[1] then
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local last = tonumber(redis.call('GET', KEYS[1]) or now)
-  local wall = math.floor((now - last) / 1000)
-  redis.call('SET', KEYS[1], last + wall * 1000)  -- the rest counts next time
-  elapsed = elapsed - wall
-end
 if elapsed == 0 then return 0 end
 local shortened = 0
 for _, key in ipairs(redis.call('KEYS', '*')) do
   local left = redis.call('PTTL', key)
   if left > 0 then
-    if left <= elapsed + slack then
+    if left <= elapsed then
       redis.call('DEL', key)
     else
       redis.call('PEXPIRE', key, left - elapsed)

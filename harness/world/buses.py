@@ -40,7 +40,6 @@ def bus_for(
     link.flush()
     link.follow_clock()
     stage.clock.followers.append(link.follow_clock)
-    interleaver.before_release.append(link.follow_clock)
     buses = [RedisMessageBus(connection_pool=link.pool(owner=n)) for n in range(deployment.nodes)]
     for bus in buses:
         interleaver.run_uncontrolled(bus.__aenter__())
