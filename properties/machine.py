@@ -64,7 +64,7 @@ WINDOWS_REACHED: dict[str, Counter] = {}
 PAIRS_REACHED: dict[str, Counter] = {}
 
 #: The deployment :func:`machine_for` builds stories on (the pytest
-#: plugin's ``--bus`` and ``--nodes`` set it).
+#: plugin's ``--hitl-bus`` and ``--hitl-nodes`` set it).
 DEPLOYMENT = Deployment()
 
 

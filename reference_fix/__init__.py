@@ -1,7 +1,7 @@
 """The reference fixes: agentscope patched the way this project proposes.
 
 The one place in this project that patches agentscope, and only when asked
-(``pytest --reference-fix``, ``hitl-harness ... --with-fix``). Each fix is a
+(``pytest --hitl-reference-fix``, ``hitl-harness ... --with-fix``). Each fix is a
 :class:`~reference_fix.source_patch.SourcePatch` with the releases it
 targets and the properties it makes hold there:
 

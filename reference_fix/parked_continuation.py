@@ -27,7 +27,7 @@ from .source_patch import FixRefused, SourcePatch
 TARGET_RELEASES = ("2.0.7", "2.0.7.post1", "2.0.8")
 
 #: The properties this fix makes hold on those releases (proven by running
-#: the property suite with ``--reference-fix``; see the README).
+#: the property suite with ``--hitl-reference-fix``; see the README).
 COVERS = ("I1", "I2")
 
 UNGUARDED = """\

@@ -2,7 +2,7 @@
 
 A :class:`SourcePatch` replaces exact pieces of a method's source. The
 same text gives the unified diff (for an upstream pull request) and the
-runtime patch (``pytest --reference-fix``): the method's source with the
+runtime patch (``pytest --hitl-reference-fix``): the method's source with the
 change is compiled in its module's namespace and set on its class, so the
 two forms cannot drift apart. The replacement may define further methods
 after the patched one (they are added to the class, and removed again).

@@ -9,6 +9,7 @@ without the bug the same story must hold. Either way a verdict is asserted.
 """
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 import sys
@@ -82,7 +83,13 @@ class TestOnAReleaseWithTheBug:
         assert buggy.returncode == 1, buggy.stdout[-2000:]
         assert "InvariantViolated" in buggy.stdout
         assert "I1 no ReplyEnd(ERROR)" in buggy.stdout
-        fixed = pytest_in_folder("--reference-fix")
+        # it writes nothing unless asked (no second folder beside it)
+        assert sorted(p.name for p in written.iterdir()) == ["report.md", "story.json", "test_repro.py"]
+        asked = pytest_in_folder("--hitl-counterexamples", "again")
+        assert asked.returncode == 1 and "written to again/I1-" in asked.stdout
+        assert [p.name.split("-")[0] for p in (written / "again").iterdir()] == ["I1"]
+        shutil.rmtree(written / "again")
+        fixed = pytest_in_folder("--hitl-reference-fix")
         assert fixed.returncode == 0, fixed.stdout[-2000:]
 
     def test_replay_agrees_and_the_trace_is_identical(self, written, capsys):
@@ -104,7 +111,7 @@ def test_replay_refuses_a_folder_that_is_not_a_counterexample(tmp_path, capsys):
 
 def test_the_plugin_writes_the_folder_of_any_failing_story(pytester):
     """Under pytest, a failure carrying a story is written where
-    ``--counterexamples`` says, and the report names the folder."""
+    ``--hitl-counterexamples`` says, and the report names the folder."""
     pytester.makepyfile(
         test_story="""
         from properties.story.record import Counterexample, Step
@@ -121,7 +128,7 @@ def test_the_plugin_writes_the_folder_of_any_failing_story(pytester):
         """,
     )
     result = pytester.runpytest(
-        "--counterexamples", str(pytester.path / "found"),
+        "--hitl-counterexamples", str(pytester.path / "found"),
         "-o", "asyncio_default_fixture_loop_scope=function",
     )
     result.assert_outcomes(failed=1)

@@ -79,7 +79,7 @@ def _search_in_a_process(
     out = tmp_path / name
     subprocess.run(
         [sys.executable, "-m", "pytest", "properties", "-k", "I1-", "-q", "-p", "no:cacheprovider",
-         "--counterexamples", str(out / "cx"), "--verdicts-json", str(out / "verdicts.json"), *deployment],
+         "--hitl-counterexamples", str(out / "cx"), "--hitl-verdicts-json", str(out / "verdicts.json"), *deployment],
         env={**os.environ, "CI": "1"}, cwd=os.path.dirname(os.path.dirname(__file__)),
         capture_output=True, text=True, timeout=600, check=False,
     )
@@ -96,7 +96,7 @@ def _search_in_a_process(
     return verdicts, files, saved["deployment"]
 
 
-@pytest.mark.parametrize("deployment", [(), ("--bus", "redis", "--nodes", "2")], ids=["fake", "redis-2-nodes"])
+@pytest.mark.parametrize("deployment", [(), ("--hitl-bus", "redis", "--hitl-nodes", "2")], ids=["fake", "redis-2-nodes"])
 def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp_path, deployment):
     import json
 

@@ -19,7 +19,7 @@ KNOWN = known_list.load(KNOWN_PATH)
 
 
 def _run() -> dict[str, dict]:
-    """A run as the plugin's --verdicts-json gives it: I1 violated (F1 on
+    """A run as the plugin's --hitl-verdicts-json gives it: I1 violated (F1 on
     2.0.8) with I2 found on the way, every other property holding."""
     verdicts = {p.code: {"verdict": "holds", "also_found": {}, "title": p.slug,
                          "windows": {w: 1 for w in p.windows}} for p in PROPERTIES}
@@ -128,9 +128,9 @@ def test_the_command_compares_a_saved_run_and_exits_1_on_a_change(tmp_path, caps
 def test_an_expectation_for_some_properties_on_redis_names_them_and_holds_only_them():
     seeds = ("I1", "I2", "I3", "I4", "I5", "I6", "I7")
     run = {code: entry for code, entry in _run().items() if code in seeds}
-    expectation = expected.record(run, "2.0.8", deployment=("--bus", "redis", "--nodes", "2"),
+    expectation = expected.record(run, "2.0.8", deployment=("--hitl-bus", "redis", "--hitl-nodes", "2"),
                                   properties=seeds)
-    assert expectation["deployment"] == ["--bus", "redis", "--nodes", "2"]
+    assert expectation["deployment"] == ["--hitl-bus", "redis", "--hitl-nodes", "2"]
     assert expectation["properties"] == list(seeds)
     lines = expected.compare(run, expectation, KNOWN, "2.0.8")
     assert [line.code for line in lines] == list(seeds) and all(line.ok for line in lines)
@@ -147,12 +147,12 @@ def test_recording_again_keeps_the_files_properties_and_deployment(tmp_path):
     saved.write_text(json.dumps({"agentscope_version": "2.0.8", "verdicts": run}), encoding="utf-8")
     expectation = tmp_path / "expected.json"
     expectation.write_text(json.dumps(expected.record(
-        run, "2.0.8", deployment=("--bus", "redis", "--nodes", "2"), properties=seeds,
+        run, "2.0.8", deployment=("--hitl-bus", "redis", "--hitl-nodes", "2"), properties=seeds,
     )), encoding="utf-8")
     assert expected.expect(expectation, known_path=expected.FINDINGS / "known.json",
                            verdicts_json=saved, write=True) == 0
     again = json.loads(expectation.read_text(encoding="utf-8"))
-    assert again["deployment"] == ["--bus", "redis", "--nodes", "2"]
+    assert again["deployment"] == ["--hitl-bus", "redis", "--hitl-nodes", "2"]
     assert again["properties"] == list(seeds)
 
 
@@ -179,7 +179,7 @@ def test_a_saved_run_is_recorded_with_the_deployment_it_was_searched_on(tmp_path
     assert expected.expect(expectation, known_path=KNOWN_PATH, verdicts_json=saved, write=True,
                            properties=("I1", "I2")) == 0
     assert json.loads(expectation.read_text(encoding="utf-8"))["deployment"] == [
-        "--bus", "redis", "--nodes", "3"]
+        "--hitl-bus", "redis", "--hitl-nodes", "3"]
     assert expected.expect(expectation, known_path=KNOWN_PATH, verdicts_json=saved) == 0
 
 
@@ -190,7 +190,7 @@ def test_a_saved_run_from_another_deployment_is_refused(tmp_path, capsys, other,
     nodes, a run searched on another deployment is an error (exit 2), and
     the file is left as it was."""
     run = {code: entry for code, entry in _run().items() if code in ("I1", "I2")}
-    expectation = _expectation(tmp_path, run, ("--bus", "redis", "--nodes", "3"))
+    expectation = _expectation(tmp_path, run, ("--hitl-bus", "redis", "--hitl-nodes", "3"))
     before = expectation.read_text(encoding="utf-8")
     saved = _saved(tmp_path, run, other)
     assert expected.expect(expectation, known_path=KNOWN_PATH, verdicts_json=saved, write=write) == 2
@@ -204,7 +204,7 @@ def test_the_command_lines_deployment_must_agree_with_the_files(tmp_path, capsys
     expectation = _expectation(tmp_path, run)
     saved = _saved(tmp_path, run, None)
     assert expected.expect(expectation, known_path=KNOWN_PATH, verdicts_json=saved,
-                           deployment=("--bus", "redis")) == 2
+                           deployment=("--hitl-bus", "redis")) == 2
     err = capsys.readouterr().err
     assert "the command line asks for redis bus, 2 node(s)" in err and "is of fake bus" in err
 
@@ -236,18 +236,18 @@ def test_recording_without_a_file_keeps_the_default_files_settings(tmp_path, mon
     version = agentscope_under_test.version()
     default = expected.default_path(version)
     default.write_text(json.dumps(expected.record(
-        run, version, deployment=("--bus", "redis", "--nodes", "2"), properties=seeds,
+        run, version, deployment=("--hitl-bus", "redis", "--hitl-nodes", "2"), properties=seeds,
     )), encoding="utf-8")
     saved = tmp_path / "verdicts.json"
     saved.write_text(json.dumps({"agentscope_version": version, "verdicts": run}), encoding="utf-8")
     assert expected.expect(None, known_path=KNOWN_PATH, write=True, verdicts_json=saved) == 0
     again = json.loads(default.read_text(encoding="utf-8"))
-    assert again["deployment"] == ["--bus", "redis", "--nodes", "2"]
+    assert again["deployment"] == ["--hitl-bus", "redis", "--hitl-nodes", "2"]
     assert again["properties"] == list(seeds)
 
 
-@pytest.mark.parametrize("deployment", ["redis", ["--bus", "redis", "--nodes", "²"],
-                                        ["--bus", "redis", "--nodes", "-1"], ["--nodes", 2]])
+@pytest.mark.parametrize("deployment", ["redis", ["--hitl-bus", "redis", "--hitl-nodes", "²"],
+                                        ["--hitl-bus", "redis", "--hitl-nodes", "-1"], ["--hitl-nodes", 2]])
 def test_a_malformed_deployment_in_an_expectation_is_an_error(tmp_path, capsys, deployment):
     run = {code: entry for code, entry in _run().items() if code in ("I1", "I2")}
     expectation = _expectation(tmp_path, run)

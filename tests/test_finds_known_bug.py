@@ -5,7 +5,7 @@ must fail I1, and its shrunk program (Hypothesis finds, the suite's
 shrinker deletes steps) must tell the bug report's story in at most six
 rule calls: park on a tool call, a payload arrives,
 the run reaches its turn tail. Against a release that fixed it (2.0.9 on),
-or with ``--reference-fix``, the same scenarios must hold. Either way the
+or with ``--hitl-reference-fix``, the same scenarios must hold. Either way the
 verdict is asserted: nothing here is skipped or expected to fail.
 """
 from __future__ import annotations

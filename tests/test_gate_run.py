@@ -69,7 +69,7 @@ assert args[:2] == ["-m", "pytest"], args
 options = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
 
 def event(**said):
-    with open(options["progress-file"], "a") as progress:
+    with open(options["hitl-progress-file"], "a") as progress:
         progress.write(json.dumps(said) + "\n")
 
 event(event="started", code="I1")
@@ -84,7 +84,7 @@ if os.environ.get("FAKE_SUITE") == "hang":
     time.sleep(600)
 event(event="started", code="I2")
 print("hitl-verdict I2 holds", flush=True)
-with open(options["verdicts-json"], "w") as verdicts:
+with open(options["hitl-verdicts-json"], "w") as verdicts:
     json.dump({{"verdicts": {{
         "I1": {{"title": "no-error", "verdict": "VIOLATED", "counterexample": "cx/I1-00000000",
                 "also_found": {{}}, "windows": {{}}}},
@@ -525,7 +525,7 @@ def test_the_plugin_writes_each_search_s_start_and_stories(tmp_path):
     progress_file = tmp_path / "progress.jsonl"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         "-p", "harness.tools.pytest_plugin", f"--progress-file={progress_file}",
+         "-p", "harness.tools.pytest_plugin", f"--hitl-progress-file={progress_file}",
          "test_story.py"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
     )

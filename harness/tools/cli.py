@@ -231,7 +231,7 @@ def _parser() -> argparse.ArgumentParser:
     expect.add_argument("--known", type=Path, metavar="FILE",
                         help="the known violations (default: docs/findings/known.json)")
     expect.add_argument("--verdicts", type=Path, metavar="FILE",
-                        help="compare a run's --verdicts-json instead of running the suite (a run "
+                        help="compare a run's pytest --hitl-verdicts-json instead of running the suite (a run "
                         "searched on another --bus/--nodes than FILE names is an error)")
     expect.add_argument("--write", action="store_true",
                         help="record the run as the expected verdicts (after an intended change); "
@@ -263,9 +263,9 @@ def _deployment(arguments: argparse.Namespace) -> tuple[str, ...]:
     """The suite's options for the deployment asked for (none: the fake)."""
     options: tuple[str, ...] = ()
     if arguments.bus:
-        options += ("--bus", arguments.bus)
+        options += ("--hitl-bus", arguments.bus)
     if arguments.nodes is not None:
-        options += ("--nodes", str(arguments.nodes))
+        options += ("--hitl-nodes", str(arguments.nodes))
     return options
 
 

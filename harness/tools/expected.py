@@ -82,7 +82,7 @@ def record(
     deployment: tuple[str, ...] = (), properties: tuple[str, ...] = (),
 ) -> dict:
     """The expectation a run's ``verdicts`` (the plugin's JSON) makes; with
-    ``deployment`` (the suite's ``--bus``/``--nodes``) and ``properties``
+    ``deployment`` (the suite's ``--hitl-bus``/``--hitl-nodes``) and ``properties``
     (a subset of the catalog) the file says so, and later runs use them."""
     from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
 
@@ -210,7 +210,7 @@ def expect(
     properties: tuple[str, ...] = (),
 ) -> int:
     """Run the property suite (``ci`` profile) on the agentscope installed
-    here, or read a run's ``--verdicts-json``; print one line per property
+    here, or read a run's ``--hitl-verdicts-json``; print one line per property
     against the expectation in ``path`` and the known violations in
     ``known_path`` (by default the project's own). 0 when every line is as expected,
     1 when one is not, 2 when an input cannot be read or the run broke, 3
@@ -309,12 +309,12 @@ def _agreed_deployment(
 
 def _read_verdicts(path: Path, version: str) -> tuple[str, dict[str, dict], Deployment | None]:
     """The agentscope version (``version`` if the file does not say), the
-    verdicts of a run's ``--verdicts-json`` file, and the deployment they
+    verdicts of a run's ``--hitl-verdicts-json`` file, and the deployment they
     were searched on (``None``: a file from before it said)."""
     data = known_list.read_json(path, BadExpectation)
     verdicts = data.get("verdicts") if isinstance(data, dict) else None
     if not isinstance(verdicts, dict):
-        raise BadExpectation(f"{path}: not a --verdicts-json file")
+        raise BadExpectation(f"{path}: not a --hitl-verdicts-json file")
     searched_on = data.get("deployment")
     if searched_on is not None:
         try:

@@ -3,7 +3,7 @@ gate gives the same verdict every time) and ``thorough`` (random, with the
 example database, for hunting).
 
 A ``thorough`` campaign's example database is ``.hypothesis/examples``, or
-what ``$HITL_HARNESS_EXAMPLE_DB`` (pytest's ``--example-db``) names: a
+what ``$HITL_HARNESS_EXAMPLE_DB`` (pytest's ``--hitl-example-db``) names: a
 ``redis://host:port[/db]`` URL is Hypothesis' own ``RedisExampleDatabase``
 on that server, which several runners share, so that a counterexample any
 of them finds is replayed by all of them; anything else is a folder.

@@ -1,22 +1,20 @@
-"""The harness as a pytest plugin (loaded through the ``pytest11`` entry
-point wherever the package is installed, and by the project's conftest).
-
-It stays out of other projects' tests: the Hypothesis profiles, agentscope's
-quieted logs and warning filters, and the header apply only when the run is
-the harness's own (:func:`is_harness_run`: its property suite or its tests
-are collected, or a harness option such as ``--hitl-harness`` is given).
+"""The harness as a pytest plugin: loaded by the harness's own
+``conftest.py``, by the gate (``-p harness.tools.pytest_plugin``), and by
+the inert ``pytest11`` guest :mod:`hitl_harness_pytest` only on a run that
+is the harness's own. The guest holds the options (``--hitl-...``), so
+this module is never imported in another project's run.
 
 - registers and loads the Hypothesis profiles (:mod:`harness.profiles`);
-- ``--reference-fix`` applies :mod:`reference_fix` before any test runs,
+- ``--hitl-reference-fix`` applies :mod:`reference_fix` before any test runs,
   and stops the session with a clear message on a release it does not
   target;
 - the header names the agentscope under test (version and path), whether
   the fix is on, and the Hypothesis profile;
 - every failing test whose exception carries a story writes a
-  counterexample folder (``--counterexamples DIR``);
+  counterexample folder (``--hitl-counterexamples DIR``);
 - the summary ends with one verdict per property, also written as JSON
-  with ``--verdicts-json FILE`` (what ``hitl-harness gate`` reads);
-- ``--progress-file FILE`` gets a line as each property's search starts
+  with ``--hitl-verdicts-json FILE`` (what ``hitl-harness gate`` reads);
+- ``--hitl-progress-file FILE`` gets a line as each property's search starts
   and as each of its stories ends (:mod:`.search_progress`; the gate's
   progress display reads it).
 """
@@ -30,11 +28,12 @@ from hypothesis import settings
 
 from harness.world import agentscope_under_test
 from harness.kernel.redis_server import RedisServerMissing, redis_server_binary
-from harness.world.deployment import BUSES, DEFAULT_REDIS_NODES, Deployment, DeploymentRefused
+from harness.world.deployment import Deployment, DeploymentRefused
 from harness.world.marks import AGENTSCOPE_WARNINGS
 from harness.world.quiet import silence_agentscope
 
-from . import profiles, search_progress, verdicts
+from . import exit_reason, profiles, search_progress, verdicts
+from .writable import folder_problem
 
 #: How verdict lines start, for a program reading the output as it comes.
 VERDICT_LINE = "hitl-verdict"
@@ -42,138 +41,42 @@ VERDICT_LINE = "hitl-verdict"
 #: The verdict of a property about a feature the installed agentscope lacks.
 NOT_APPLICABLE = verdicts.NOT_APPLICABLE
 
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    import reference_fix  # pylint: disable=import-outside-toplevel
-
-    group = parser.getgroup("hitl-harness")
-    group.addoption(
-        "--hitl-harness",
-        action="store_true",
-        default=False,
-        help="set up Hypothesis profiles, agentscope's logs and warnings as for the "
-        "harness's property suite even when it is not collected",
-    )
-    group.addoption(
-        "--reference-fix",
-        action="store_true",
-        default=False,
-        help="apply every reference fix that targets the agentscope under "
-        "test before running (refused on a release no fix targets). The fixes: "
-        + "; ".join(reference_fix.summary().splitlines()),
-    )
-    group.addoption(
-        "--bus",
-        choices=BUSES,
-        default=None,
-        help="the bus stories run on: 'fake' (default), or 'redis': agentscope's "
-        "RedisMessageBus on a real redis-server the harness starts (Debian's "
-        "redis-server package)",
-    )
-    group.addoption(
-        "--nodes",
-        type=int,
-        default=None,
-        metavar="N",
-        help=f"processes' worth of agentscope sharing the Redis server and the "
-        f"storage (default {DEFAULT_REDIS_NODES} with --bus redis; the fake bus is one)",
-    )
-    group.addoption(
-        "--counterexamples",
-        metavar="DIR",
-        default=os.environ.get("HITL_COUNTEREXAMPLES", "counterexamples"),
-        help="where failing stories are written as counterexample folders "
-        "(default: ./counterexamples, or $HITL_COUNTEREXAMPLES)",
-    )
-    group.addoption(
-        "--example-db",
-        metavar="URL",
-        default=None,
-        help="the thorough profile's example database: redis://host:port[/db] (one "
-        "database several runners share) or a folder (default: $HITL_HARNESS_EXAMPLE_DB, "
-        "else .hypothesis/examples)",
-    )
-    group.addoption(
-        "--verdicts-json",
-        metavar="FILE",
-        default=None,
-        help="also write each property's verdict (and counterexample) as JSON",
-    )
-    group.addoption(
-        "--verdict-lines",
-        action="store_true",
-        default=False,
-        help=f"print a '{VERDICT_LINE} <property> <verdict>' line as each "
-        "property finishes",
-    )
-    group.addoption(
-        "--progress-file",
-        metavar="FILE",
-        default=None,
-        help="append a JSON line to FILE as each property's search starts and "
-        "as each of its stories ends (for a progress display)",
-    )
+#: The options live in the guest, which this loads where the entry point
+#: did not (a gate environment, an uninstalled checkout).
+pytest_plugins = ["hitl_harness_pytest"]
 
 
-#: The folder holding the harness's packages (a checkout, or site-packages).
-_ROOT = Path(__file__).resolve().parents[2]
-
-#: Set on a run that is the harness's own (see :func:`is_harness_run`).
+#: Set on a run that is the harness's own (this plugin is loaded only then).
 _ACTIVE = pytest.StashKey[bool]()
-
-#: Options that ask for the harness whatever is collected.
-_HARNESS_OPTIONS = (
-    "--hitl-harness", "--reference-fix", "--verdicts-json", "--verdict-lines", "--bus", "--nodes",
-    "--progress-file", "--example-db",
-)
-
-
-def _own_folders() -> list[Path]:
-    """The property suite, and in a checkout of the harness the checkout
-    (its tests)."""
-    folders = [_ROOT / "properties"]
-    if (_ROOT / "pyproject.toml").is_file() and (_ROOT / "harness").is_dir():
-        folders.append(_ROOT)
-    return folders
-
-
-def is_harness_run(config: pytest.Config) -> bool:
-    """Whether this run is the harness's own: a harness option is given, or
-    a path collected lies in the property suite (or the harness's
-    checkout). Any other project's run is left as it is."""
-    if any(config.getoption(option) for option in _HARNESS_OPTIONS):
-        return True
-    start = Path(config.invocation_params.dir)
-    folders = _own_folders()
-    for arg in config.args:
-        path = (start / arg.split("::", 1)[0]).resolve()
-        if any(path == folder or path.is_relative_to(folder) for folder in folders):
-            return True
-    return False
+#: This process's pytest configuration (Ctrl-C's hook is given none).
+_CONFIG: list[pytest.Config] = []
 
 
 @pytest.hookimpl(tryfirst=True)  # before Hypothesis' plugin loads ``--hypothesis-profile``
 def pytest_configure(config: pytest.Config) -> None:
-    if not is_harness_run(config):
-        return
     config.stash[_ACTIVE] = True
-    profiles.register(example_db=config.getoption("--example-db"))
+    _CONFIG[:] = [config]
+    folder = counterexamples_folder(config)
+    problem = folder_problem(folder) if folder is not None else None
+    if problem is not None:  # found now, not after the search
+        raise pytest.UsageError(f"--hitl-counterexamples {folder}: {problem}")
+    profiles.register(example_db=config.getoption("--hitl-example-db"))
     profiles.without_local_constants()
     if not config.getoption("hypothesis_profile", None):
         profiles.load_default()
     silence_agentscope()
-    if config.getoption("--verdict-lines"):
+    if config.getoption("--hitl-verdict-lines"):
         _SAY_VERDICTS.append(True)
-    if config.getoption("--progress-file"):
+    if config.getoption("--hitl-progress-file"):
         from properties.machine import STORY_ENDED  # pylint: disable=import-outside-toplevel
 
-        writer = search_progress.Writer(config.getoption("--progress-file"))
+        writer = search_progress.Writer(config.getoption("--hitl-progress-file"))
         _PROGRESS.append(writer)
         STORY_ENDED.append(writer.story_ended)
     for line in AGENTSCOPE_WARNINGS:
         config.addinivalue_line("filterwarnings", line)
     try:
-        deployment = Deployment.of(config.getoption("--bus"), config.getoption("--nodes"))
+        deployment = Deployment.of(config.getoption("--hitl-bus"), config.getoption("--hitl-nodes"))
     except DeploymentRefused as refused:
         raise pytest.UsageError(str(refused)) from None
     if deployment.bus == "redis":
@@ -184,13 +87,23 @@ def pytest_configure(config: pytest.Config) -> None:
     import properties.machine  # pylint: disable=import-outside-toplevel
 
     properties.machine.use_deployment(deployment)
-    if config.getoption("--reference-fix"):
+    if config.getoption("--hitl-reference-fix"):
         import reference_fix  # pylint: disable=import-outside-toplevel
 
         try:
             reference_fix.apply()
         except reference_fix.FixRefused as refused:
-            raise pytest.UsageError(f"--reference-fix refused: {refused}") from None
+            raise pytest.UsageError(f"--hitl-reference-fix refused: {refused}") from None
+
+
+def counterexamples_folder(config: pytest.Config, *, asked_only: bool = False) -> Path | None:
+    """Where counterexample folders go: ``--hitl-counterexamples``, else
+    ``$HITL_COUNTEREXAMPLES``, else ``./counterexamples`` (``None`` with
+    ``asked_only`` when neither was given)."""
+    given = config.getoption("--hitl-counterexamples") or os.environ.get("HITL_COUNTEREXAMPLES")
+    if given:
+        return Path(given)
+    return None if asked_only else Path("counterexamples")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -257,7 +170,7 @@ def _property_of(item: pytest.Item):
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """A property test starts with nothing found on the way (and says it
-    starts, with ``--progress-file``)."""
+    starts, with ``--hitl-progress-file``)."""
     prop = _property_of(item)
     if prop is not None:
         from properties.machine import (  # pylint: disable=import-outside-toplevel
@@ -290,7 +203,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     from properties.story import folder  # pylint: disable=import-outside-toplevel
 
-    parent = Path(item.config.getoption("--counterexamples"))
+    # A test outside the suite (a folder's test_repro.py) writes only when asked.
+    parent = counterexamples_folder(item.config, asked_only=prop is None)
     if prop is not None and prop.not_applicable() is None:
         from properties.catalog import code_order  # pylint: disable=import-outside-toplevel
         from properties import reach  # pylint: disable=import-outside-toplevel
@@ -320,7 +234,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                 ("hitl-harness found on the way",
                  f"{code} broke while searching {prop.code}: {written}/ (not shrunk)"),
             )
-    if call.excinfo is None:
+    if call.excinfo is None or parent is None:
         return
     for story in _stories_in(call.excinfo.value):
         written = folder.write(story, parent)
@@ -346,7 +260,7 @@ def _point_the_summary_at(report: pytest.TestReport, line: str) -> None:
 
 _VERDICTS: dict[str, dict] = {}
 _SAY_VERDICTS: list[bool] = []
-#: The ``--progress-file`` writer of this process, if asked for.
+#: The ``--hitl-progress-file`` writer of this process, if asked for.
 _PROGRESS: list[search_progress.Writer] = []
 #: Each property test's time so far (setup, call and teardown), in seconds.
 _SECONDS: dict[str, float] = {}
@@ -374,7 +288,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     """One line per property: holds / VIOLATED (and where its
-    counterexample is); the same as JSON with ``--verdicts-json``."""
+    counterexample is); the same as JSON with ``--hitl-verdicts-json``."""
     if not _VERDICTS:
         return
     terminalreporter.section(
@@ -382,13 +296,46 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     )
     for line in verdicts.summary_lines(_VERDICTS):
         terminalreporter.line(line)
-    target = config.getoption("--verdicts-json")
+    target = config.getoption("--hitl-verdicts-json")
     if target:
         verdicts.write_json(Path(target), _VERDICTS, _deployment_in_use().record())
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A run in which some search found another property's violation did
-    not pass, even if every searched property held."""
+    not pass, even if every searched property held; one ended by Ctrl-C
+    exits 130, as a shell's command would."""
     if exitstatus == 0 and any(entry["also_found"] for entry in _VERDICTS.values()):
         session.exitstatus = 1
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        session.exitstatus = exit_reason.INTERRUPTED
+    _SESSION[:] = [session]
+
+
+#: The session, for the last line's exit code (read once pytest is done).
+_SESSION: list[pytest.Session] = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_keyboard_interrupt(excinfo) -> None:  # pylint: disable=unused-argument
+    """Ctrl-C is one line (the last, below), not pytest's traceback of
+    where it landed."""
+    reporter = _terminal()
+    if reporter is not None:
+        reporter._keyboardinterrupt_memo = None  # pylint: disable=protected-access
+
+
+def _terminal():
+    config = _CONFIG[0] if _CONFIG else None
+    return config.pluginmanager.get_plugin("terminalreporter") if config is not None else None
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own summary: this is the last line
+def pytest_unconfigure(config: pytest.Config) -> None:
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or hasattr(config, "workerinput") or not _SESSION:
+        return
+    status = _SESSION[0].exitstatus
+    if _VERDICTS or status == exit_reason.INTERRUPTED:
+        line = exit_reason.reason(status, _VERDICTS, agentscope_under_test.version())
+        reporter.write_line(line, bold=True, red=status != 0, green=status == 0)

@@ -1,6 +1,6 @@
 """How far the property suite's searches have got, while they run.
 
-The gate runs the suite with ``--progress-file FILE``: every pytest process
+The gate runs the suite with ``--hitl-progress-file FILE``: every pytest process
 of the run (each xdist worker) appends one JSON line to it per event, a
 property's search started or one of its stories ended (and whether that
 story failed: Hypothesis then shrinks it). The gate reads the file as it

@@ -1,6 +1,6 @@
 """The property suite's verdicts as the pytest plugin reports them: what a
 failing test's story expected and what happened, the summary's lines, and
-the JSON ``--verdicts-json`` writes (what ``hitl-harness gate`` reads)."""
+the JSON ``--hitl-verdicts-json`` writes (what ``hitl-harness gate`` reads)."""
 from __future__ import annotations
 
 import json

@@ -32,9 +32,9 @@ class Deployment:
         if self.bus not in BUSES:
             raise DeploymentRefused(f"unknown bus {self.bus!r} (choose from {', '.join(BUSES)})")
         if self.nodes < 1:
-            raise DeploymentRefused(f"--nodes must be at least 1, not {self.nodes}")
+            raise DeploymentRefused(f"nodes must be at least 1, not {self.nodes}")
         if self.bus == "fake" and self.nodes != 1:
-            raise DeploymentRefused("the fake bus is one process: several nodes need --bus redis")
+            raise DeploymentRefused("the fake bus is one process: several nodes need the redis bus")
 
     @classmethod
     def of(cls, bus: str | None, nodes: int | None) -> "Deployment":
@@ -46,7 +46,7 @@ class Deployment:
 
     @classmethod
     def from_options(cls, options: Sequence[str]) -> "Deployment":
-        """The deployment the suite's options ``--bus B --nodes N`` select
+        """The deployment the suite's options ``--hitl-bus B --hitl-nodes N`` select
         (either may be missing)."""
         if isinstance(options, (str, bytes)) or not all(isinstance(arg, str) for arg in options):
             raise DeploymentRefused(f"not a list of options: {options!r}")
@@ -55,12 +55,12 @@ class Deployment:
         def value(flag: str) -> str | None:
             return args[args.index(flag) + 1] if flag in args[:-1] else None
 
-        nodes = value("--nodes")
+        nodes = value("--hitl-nodes")
         try:
             count = None if nodes is None else int(nodes)
         except ValueError:
-            raise DeploymentRefused(f"--nodes must be a whole number, not {nodes!r}") from None
-        return cls.of(value("--bus"), count)
+            raise DeploymentRefused(f"--hitl-nodes must be a whole number, not {nodes!r}") from None
+        return cls.of(value("--hitl-bus"), count)
 
     @classmethod
     def from_record(cls, record: object) -> "Deployment":
@@ -77,7 +77,7 @@ class Deployment:
 
     def options(self) -> tuple[str, ...]:
         """The suite's options that select it (none for the fake bus)."""
-        return () if self == Deployment() else ("--bus", self.bus, "--nodes", str(self.nodes))
+        return () if self == Deployment() else ("--hitl-bus", self.bus, "--hitl-nodes", str(self.nodes))
 
     def configuration(self) -> dict:
         """What a story records: nothing for the fake bus (stories written

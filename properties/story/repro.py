@@ -34,8 +34,11 @@ Found by agentscope-hitl-harness against agentscope {self.agentscope_version}
 step by step on a fresh world and checks {self.code} after each step: it fails while
 agentscope has the bug and passes on a release or patch that fixes it.
 
-    pytest test_repro.py                  # against the agentscope `import agentscope` finds
-    pytest test_repro.py --reference-fix  # with the harness's reference fix applied
+    pytest test_repro.py                       # against the agentscope `import agentscope` finds
+    pytest test_repro.py --hitl-reference-fix  # with the harness's reference fix applied
+
+It writes nothing; with --hitl-counterexamples DIR a failure is also written to DIR
+as a counterexample folder, and the output says where.
 """
 from properties.story.playback import playing
 

@@ -42,7 +42,7 @@ HARNESS_DEPENDENCIES = (
 )
 
 #: The project's packages, as the property suite imports them.
-HARNESS_PACKAGES = ("harness", "fakes", "properties", "reference_fix")
+HARNESS_PACKAGES = ("harness", "fakes", "properties", "reference_fix", "hitl_harness_pytest")
 
 #: Lines of the installer's error kept in a "could not run" verdict.
 ERROR_LINES = 3

@@ -40,7 +40,7 @@ class Options:
     workers: int
     budget: float | None  # seconds a suite may take; None: no budget
     corpus: tuple[Path, ...]  # the counterexample folders the pre-gate replays
-    deployment: tuple[str, ...] = ()  # e.g. ("--bus", "redis", "--nodes", "2")
+    deployment: tuple[str, ...] = ()  # e.g. ("--hitl-bus", "redis", "--hitl-nodes", "2")
 
     def key(self, target) -> str:
         """What a release's durations are kept under (the ETA's history)."""
@@ -71,7 +71,7 @@ def gate(
     ``budget`` is in minutes, per release; ``corpus`` is the folder of
     counterexamples the pre-gate replays (the project's committed ones by
     default); ``live`` forces the live display on or off (default: on a
-    terminal); ``deployment`` are the suite's ``--bus``/``--nodes``
+    terminal); ``deployment`` are the suite's ``--hitl-bus``/``--hitl-nodes``
     options."""
     try:
         refusal = pregate.check_corpus(corpus)

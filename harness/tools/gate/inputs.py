@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..writable import folder_problem
 from . import compare, known, specs
 from .outcomes import Exit, Row
 from .shards import Shard
@@ -53,14 +54,11 @@ def check_output_file(option: str, path: Path | None) -> None:
 
 
 def check_output_folder(option: str, path: Path) -> None:
-    """``path`` is, or can be made, a writable folder."""
-    if path.exists() and not path.is_dir():
-        raise Refused(f"{option} {path}: is a file, not a folder")
-    existing = path.absolute()
-    while not existing.exists():
-        existing = existing.parent
-    if not _writable_folder(existing):
-        raise Refused(f"{option} {path}: cannot write in {existing}")
+    """``path`` is, or can be made, a writable folder (tried, leaving
+    nothing behind)."""
+    problem = folder_problem(path)
+    if problem is not None:
+        raise Refused(f"{option} {path}: {problem}")
 
 
 def prepare(

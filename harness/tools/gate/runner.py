@@ -3,8 +3,8 @@
 The suite runs in its own process group (:mod:`.processes`, through anyio)
 with the environment's Python, the harness's packages on ``PYTHONPATH`` and
 the harness's pytest plugin asked for by name. Verdicts come back through
-the plugin's ``--verdicts-json``; ``--verdict-lines`` lets the gate show
-each one as it comes, and ``--progress-file`` which property's search is
+the plugin's ``--hitl-verdicts-json``; ``--hitl-verdict-lines`` lets the gate show
+each one as it comes, and ``--hitl-progress-file`` which property's search is
 under way and whether it is shrinking (:mod:`harness.tools.search_progress`).
 With a budget, a suite still running when it runs out is ended, with its
 xdist workers, and did not finish.
@@ -57,7 +57,7 @@ async def run_suite(
     deployment: tuple[str, ...] = (),
 ) -> SuiteResult:
     """Run every property with ``python`` (pytest's output goes to
-    ``log``, ``deployment`` are extra options such as ``--bus redis``);
+    ``log``, ``deployment`` are extra options such as ``--hitl-bus redis``);
     ``say`` hears each verdict as it comes, ``on_event`` each progress
     event; a suite still running after ``budget`` seconds is ended
     (``None``: no budget)."""
@@ -70,17 +70,17 @@ async def run_suite(
         "--rootdir", str(harness_path()),
         "-o", "asyncio_default_fixture_loop_scope=function",
         f"--hypothesis-profile={profile}",
-        f"--counterexamples={counterexamples.resolve()}",
-        f"--verdicts-json={verdicts_file}",
-        f"--progress-file={progress_file}",
-        "--verdict-lines",
+        f"--hitl-counterexamples={counterexamples.resolve()}",
+        f"--hitl-verdicts-json={verdicts_file}",
+        f"--hitl-progress-file={progress_file}",
+        "--hitl-verdict-lines",
         "-q",
         *deployment,
     ]
     if workers > 1:
         command += ["-n", str(workers)]
     if with_fix:
-        command.append("--reference-fix")
+        command.append("--hitl-reference-fix")
     result = SuiteResult(log=log)
     reader = Reader(progress_file)
 
