@@ -26,9 +26,28 @@ import os
 import shutil
 import sys
 import tempfile
+import traceback
 import warnings
 from pathlib import Path
 from typing import Any, Awaitable, Callable
+
+#: A confirming script's exit code when it fails itself (a crash, an import
+#: error, a fix that does not apply): never 1, which means "confirmed".
+SCRIPT_ERROR = 3
+
+
+def _exit_on_crash(kind, value, tb) -> None:
+    """An exception no handler took (an import, a crash outside
+    :func:`run_script`) exits with :data:`SCRIPT_ERROR`, not Python's 1."""
+    traceback.print_exception(kind, value, tb)
+    print(f"ERROR (exit {SCRIPT_ERROR}): the script itself failed: {kind.__name__}: {value}", flush=True)
+    sys.stderr.flush()
+    os._exit(SCRIPT_ERROR)
+
+
+# Only when a script of this folder is the program, not when a test imports it.
+if Path(getattr(sys.modules["__main__"], "__file__", "") or ".").resolve().parent == Path(__file__).resolve().parent:
+    sys.excepthook = _exit_on_crash
 
 # The scripts run from the repository root (see each script's docstring);
 # make ``fakes`` importable when PYTHONPATH was not set.
@@ -537,9 +556,17 @@ def verdict(counted: list, missed: str, fine: str) -> int:
 def run_script(main: Callable[[], Awaitable[int]]) -> None:
     """Run a confirming script's ``main`` and exit with its code. With
     ``--with-fix`` the harness's reference fixes are applied first (exit 0
-    is then expected)."""
-    if "--with-fix" in sys.argv[1:]:
-        import reference_fix
+    is then expected). A failure of the script itself (an exception out of
+    ``main``, a fix that cannot be applied) exits :data:`SCRIPT_ERROR`
+    with its cause, so that exit 1 always means the finding was confirmed."""
+    try:
+        if "--with-fix" in sys.argv[1:]:
+            import reference_fix
 
-        print("reference fixes applied:", ", ".join(p.name for p in reference_fix.apply()))
-    sys.exit(asyncio.run(main()))
+            print("reference fixes applied:", ", ".join(p.name for p in reference_fix.apply()))
+        code = asyncio.run(main())
+    except Exception as failed:  # noqa: BLE001 - the script's own failure, not the finding
+        traceback.print_exc()
+        say(f"ERROR (exit {SCRIPT_ERROR}): the script itself failed: {type(failed).__name__}: {failed}")
+        code = SCRIPT_ERROR
+    sys.exit(code)

@@ -75,7 +75,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, App, app_on, describe, event_type, say  # noqa: E402
+from _app import VERSION, App, app_on, describe, event_type, run_script, say  # noqa: E402
 from agentscope.app.message_bus import InMemoryMessageBus, MessageBusKeys  # noqa: E402
 
 from fakes.model import CallTool, Text  # noqa: E402
@@ -316,4 +316,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    run_script(main)

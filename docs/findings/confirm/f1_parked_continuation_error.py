@@ -37,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, app_on, describe, hint, say  # noqa: E402
+from _app import VERSION, app_on, describe, hint, run_script, say  # noqa: E402
 from agentscope.app.message_bus import InMemoryMessageBus  # noqa: E402
 
 from fakes.model import CallTool  # noqa: E402
@@ -88,4 +88,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    run_script(main)

@@ -29,13 +29,12 @@ Run (from the repository root, with the python of the release to test):
 """
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, app_on, describe, say  # noqa: E402
+from _app import VERSION, app_on, describe, run_script, say  # noqa: E402
 from agentscope.app.message_bus import InMemoryMessageBus, MessageBusKeys  # noqa: E402
 from agentscope.event import ConfirmResult, UserConfirmResultEvent  # noqa: E402
 from agentscope.message import ToolCallBlock  # noqa: E402
@@ -111,4 +110,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    run_script(main)

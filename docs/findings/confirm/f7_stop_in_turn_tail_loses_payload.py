@@ -93,7 +93,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, App, app_on, describe, hint, in_memory_peek, say  # noqa: E402
+from _app import VERSION, App, app_on, describe, hint, in_memory_peek, run_script, say  # noqa: E402
 from agentscope.app.message_bus import InMemoryMessageBus, MessageBusKeys  # noqa: E402
 
 from fakes.model import Text  # noqa: E402
@@ -370,4 +370,4 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    run_script(main)

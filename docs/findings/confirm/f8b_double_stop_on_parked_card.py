@@ -69,7 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _app import App, app_on, describe, run_script, say, verdict  # noqa: E402
 from agentscope.app.message_bus import MessageBusKeys  # noqa: E402
-from f8_double_stop_in_turn_tail import DoubleStopBus  # noqa: E402
+from f8_double_stop_in_turn_tail import DoubleStopBus, natural_tries  # noqa: E402
 from fakes.model import CallTool, Text  # noqa: E402
 
 
@@ -219,12 +219,7 @@ async def main() -> int:
             counted.append((name, outcome))
 
     say("C. no hook: stop, stop back to back the moment the card shows, 10 times")
-    natural = []
-    for n in range(3, 13):
-        # Each try in an app of its own: a cancel that lands inside a storage
-        # write can leave sqlite locked for the next one.
-        async with app_on(ParkedDoubleStopBus()) as app:
-            natural.append(await double_stop(app, None, n))
+    natural = await natural_tries(ParkedDoubleStopBus, double_stop)
     say(f"   replies that never end (stored idle, no REPLY_END): "
         f"{sum(o.lost_reply for o in natural)} of 10; stops lost, the reply still parked (F3): "
         f"{sum(not o.reply_ends and o.still_parked for o in natural)}; registrations left: "

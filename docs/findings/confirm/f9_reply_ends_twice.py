@@ -78,7 +78,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, App, app_on, describe, say  # noqa: E402
+from _app import VERSION, App, app_on, describe, run_script, say  # noqa: E402
 from agentscope.app.message_bus import InMemoryMessageBus, MessageBusKeys  # noqa: E402
 from agentscope.event import ExternalExecutionResultEvent  # noqa: E402
 from agentscope.message import ToolCallBlock, ToolResultBlock  # noqa: E402
@@ -338,4 +338,4 @@ def app_bus() -> PausableBus:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    run_script(main)

@@ -150,4 +150,12 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    except Exception as failed:  # noqa: BLE001 - the script's own failure, not the finding
+        import traceback
+
+        traceback.print_exc()
+        print(f"ERROR (exit 3): the script itself failed: {type(failed).__name__}: {failed}")
+        code = 3
+    sys.exit(code)
