@@ -233,11 +233,17 @@ def applied() -> list[SourcePatch]:
     return [p for p in PATCHES if p.is_applied()]
 
 
+def fixes_in_effect() -> list[str]:
+    """The names of the fixes in effect, in the order of :data:`FIXES` (what
+    a story's id covers)."""
+    return [name for name, patches in FIXES.items() if any(p.is_applied() for p in patches)]
+
+
 def status() -> list[str]:
     """What is in effect, for a report's header: ``ON (name, ...)`` naming
     the fixes in effect (or ``off``), then one line per fix the last
     :func:`apply` refused, ``name refused: Class.method: why``."""
-    names = [name for name, patches in FIXES.items() if any(p.is_applied() for p in patches)]
+    names = fixes_in_effect()
     lines = [f"ON ({', '.join(names)})" if names else "off"]
     if _OUTCOME is not None:
         lines += map(str, _OUTCOME.refused)

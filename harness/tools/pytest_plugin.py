@@ -225,19 +225,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         else:
             report.user_properties.append(("pairs_not_applicable", reach.not_applicable()))
         for code in sorted(FOUND_ON_THE_WAY, key=code_order):
-            written = folder.write(FOUND_ON_THE_WAY[code], parent)
-            report.user_properties.append(("found_on_the_way", (code, str(written))))
+            try:
+                written = str(folder.write(FOUND_ON_THE_WAY[code], parent))
+                where = f"{written}/ (not shrunk)"
+            except folder.FolderTaken as taken:  # another story's folder: said, kept
+                written = where = str(taken)
+            report.user_properties.append(("found_on_the_way", (code, written)))
             report.user_properties.append(
                 ("found_on_the_way_says", (code, FOUND_ON_THE_WAY[code].expected_and_actual())),
             )
             report.sections.append(
-                ("hitl-harness found on the way",
-                 f"{code} broke while searching {prop.code}: {written}/ (not shrunk)"),
+                ("hitl-harness found on the way", f"{code} broke while searching {prop.code}: {where}"),
             )
     if call.excinfo is None or parent is None:
         return
     for story in _stories_in(call.excinfo.value):
-        written = folder.write(story, parent)
+        try:
+            written = folder.write(story, parent)
+        except folder.FolderTaken as taken:  # another story's folder: said, kept
+            report.user_properties.append(("found", story.code))
+            report.user_properties.append(("says", story.expected_and_actual()))
+            report.sections.append(("hitl-harness counterexample", str(taken)))
+            _point_the_summary_at(report, f"{story.code} {story.title}: {taken}")
+            continue
         report.user_properties.append(("counterexample", str(written)))
         report.user_properties.append(("found", story.code))
         report.user_properties.append(("says", story.expected_and_actual()))

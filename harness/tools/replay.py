@@ -82,10 +82,13 @@ def replay_folder(folder: Path, *, with_fix: bool = False) -> int:
         except reference_fix.FixRefused as refused:
             print(f"--with-fix refused: {refused}")
             return UNREADABLE
-    note = toolchain.version_note(recorded.hypothesis_version, f"{recorded.name}")
+    # The folder's own name: an older format's id is not what this
+    # harness would compute for it (the id now covers more).
+    name = Path(folder).resolve().name
+    note = toolchain.version_note(recorded.hypothesis_version, name)
     if note:
         print(note)
-    print(f"replaying {recorded.name} ({len(recorded.steps)} steps, found on agentscope "
+    print(f"replaying {name} ({len(recorded.steps)} steps, found on agentscope "
           f"{recorded.agentscope_version}) on {agentscope_under_test.describe()}"
           + (" with the reference fix" if with_fix else ""))
     replayed = replay_story(recorded)
@@ -100,11 +103,7 @@ def replay_folder(folder: Path, *, with_fix: bool = False) -> int:
     if again is None or again.code != recorded.code:
         return STILL_FAILS
     print("  " + again.failure.strip().replace("\n", "\n  "))
-    same_release = (
-        again.agentscope_version == recorded.agentscope_version
-        and again.reference_fix == recorded.reference_fix
-    )
-    if same_release:
+    if recorded.same_program(again):
         if again.trace == recorded.trace:
             print("trace: identical to the recorded one "
                   f"({len(again.trace.splitlines())} bus operations)")

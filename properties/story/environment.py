@@ -14,6 +14,8 @@ from pathlib import Path
 
 import hypothesis
 
+from harness.world.agentscope_under_test import is_installed
+
 
 @functools.cache
 def harness_build() -> str:
@@ -42,16 +44,18 @@ def where_agentscope_came_from(path: str) -> str:
     (a description already is one)."""
     if path in (INSTALLED, CHECKOUT):
         return path
-    if "site-packages" in path or "dist-packages" in path:
-        return INSTALLED
-    return CHECKOUT
+    return INSTALLED if is_installed(path) else CHECKOUT
 
 
-def environment_lines(agentscope_version: str, agentscope_path: str, fix: str) -> list[str]:
-    """The report's environment, one bullet each."""
+def environment_lines(
+    agentscope_version: str, agentscope_path: str, fix: str, source: str = "",
+) -> list[str]:
+    """The report's environment, one bullet each (``source``: a checkout's
+    digest, which names its code where the version cannot)."""
+    digest = f" ({source})" if source else ""
     return [
         f"- **agentscope under test:** {agentscope_version}, imported from "
-        f"{where_agentscope_came_from(agentscope_path)}{fix}",
+        f"{where_agentscope_came_from(agentscope_path)}{digest}{fix}",
         f"- **Python:** {platform.python_version()}; **Hypothesis:** {hypothesis.__version__}; "
         f"**agentscope-hitl-harness:** {harness_build()}",
     ]

@@ -12,6 +12,11 @@ is what this harness writes; a folder with no version is version 1 (before
 the version was written; the same fields). A newer version is refused, not
 misread. :mod:`.folder` writes the whole folder; :mod:`.report` and
 :mod:`.repro` render its two other files.
+
+A story's id (:attr:`Counterexample.short_id`) hashes everything that
+makes the program it ran: the steps, the machine's options, the deployment,
+the agentscope release, a checkout's source digest and the names of the
+reference fixes applied. Two stories with one id are one story.
 """
 from __future__ import annotations
 
@@ -20,14 +25,17 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from harness.world.deployment import Deployment
+
 from ..violation import expected_and_actual
 
 #: The version of ``story.json`` this harness writes (3: with the
-#: Hypothesis that drew the story).
-SCHEMA = 3
+#: Hypothesis that drew the story; 4: with the names of the fixes applied
+#: and a checkout's source digest, which its id covers).
+SCHEMA = 4
 
 #: Versions it can read.
-READABLE = (1, 2, 3)
+READABLE = (1, 2, 3, 4)
 
 
 class UnreadableStory(ValueError):
@@ -66,21 +74,46 @@ class Counterexample:
     #: The Hypothesis that drew the story ("" before format 3); a replay
     #: under another one says so, as its search may go another way.
     hypothesis_version: str = ""
+    #: The reference fixes applied, by name ([] before format 4, whatever
+    #: ``reference_fix`` says).
+    fixes: list[str] = field(default_factory=list)
+    #: A source checkout's digest (``sha256:...``, of its ``.py`` files);
+    #: "" for an installed distribution, and before format 4.
+    agentscope_source: str = ""
+
+    def identity(self) -> str:
+        """What the id hashes, as JSON: the property, the steps, the
+        machine's options, the deployment (bus, nodes), the agentscope
+        release and a checkout's source, and the fixes applied."""
+        return json.dumps(
+            {
+                "code": self.code,
+                "steps": [asdict(s) for s in self.steps],
+                "machine": self.machine,
+                "deployment": Deployment.from_configuration(self.machine).record(),
+                "agentscope": self.agentscope_version,
+                "source": self.agentscope_source,
+                "fixes": self.fixes,
+                "reference_fix": self.reference_fix,
+            },
+            sort_keys=True,
+        )
 
     @property
     def short_id(self) -> str:
-        """Eight hex digits that name this story on this agentscope."""
-        key = json.dumps(
-            [
-                self.code,
-                [asdict(s) for s in self.steps],
-                self.machine,
-                self.agentscope_version,
-                self.reference_fix,
-            ],
-            sort_keys=True,
+        """Eight hex digits that name this story on this program."""
+        return hashlib.sha256(self.identity().encode()).hexdigest()[:8]
+
+    def same_program(self, other: Counterexample) -> bool:
+        """Whether ``other`` ran on the program this story was found on: the
+        same release, fixes and checkout source (those this story records:
+        a story from before format 4 names no fixes nor source)."""
+        return (
+            other.agentscope_version == self.agentscope_version
+            and other.reference_fix == self.reference_fix
+            and (not self.fixes or other.fixes == self.fixes)
+            and (not self.agentscope_source or other.agentscope_source == self.agentscope_source)
         )
-        return hashlib.sha256(key.encode()).hexdigest()[:8]
 
     def expected_and_actual(self) -> tuple[str, str]:
         """What was expected and what happened, in words: a violation's own

@@ -15,7 +15,8 @@ TIMELINE_LINES = 400
 
 def render_report(self: Counterexample) -> str:
     """``report.md``: paste into an issue as it is."""
-    fix = " with the harness's reference fix applied" if self.reference_fix else ""
+    fix = (f" with the harness's reference fixes {', '.join(self.fixes)} applied" if self.fixes
+           else " with the harness's reference fix applied" if self.reference_fix else "")
     story = "\n".join(
         f"{n}. {narrate(s.rule, s.arguments, self.machine.get('streaming', False))}"
         for n, s in enumerate(self.steps, 1)
@@ -29,7 +30,9 @@ def render_report(self: Counterexample) -> str:
         for session, kinds in self.events.items()
     )
     world, jobs, streaming = _world_in_words(self)
-    environment = "\n".join(environment_lines(self.agentscope_version, self.agentscope_path, fix))
+    environment = "\n".join(environment_lines(
+        self.agentscope_version, self.agentscope_path, fix, self.agentscope_source,
+    ))
     headline = self.failure.strip().splitlines()[0] if self.failure.strip() else self.code
     picture = sequence_diagram(self.trace, headline)
     return f"""# agentscope {self.agentscope_version}: {self.code} violated — {self.title}

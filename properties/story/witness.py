@@ -41,6 +41,9 @@ def describe_failure(machine, failure: Exception) -> Counterexample:
         reference_fix=reference_fix.is_applied(),
         error_type=type(failure).__name__,
         hypothesis_version=hypothesis.__version__,
+        fixes=reference_fix.fixes_in_effect(),
+        # A checkout's version string stays while its code changes.
+        agentscope_source=agentscope_under_test.source_digest(),
     )
 
 
