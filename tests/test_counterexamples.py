@@ -106,7 +106,9 @@ class TestOnAReleaseWithTheBug:
 
 def test_replay_refuses_a_folder_that_is_not_a_counterexample(tmp_path, capsys):
     assert replay_folder(tmp_path) == 2
-    assert "is not a counterexample folder" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert said.out == "" and said.err.startswith("hitl-harness replay: error: ")
+    assert "is not a counterexample folder" in said.err
 
 
 def test_the_plugin_writes_the_folder_of_any_failing_story(pytester):
@@ -173,7 +175,7 @@ def test_a_story_from_a_newer_harness_is_refused_not_misread(tmp_path, capsys):
     data["schema"] = 99
     story.write_text(json.dumps(data), encoding="utf-8")
     assert replay_folder(story.parent) == 2
-    assert "story format 99" in capsys.readouterr().out
+    assert "story format 99" in capsys.readouterr().err
 
 
 def test_a_step_that_no_longer_applies_ends_or_stops_the_replay_loudly():

@@ -295,15 +295,18 @@ def test_a_finished_gate_keeps_its_durations_for_the_next_eta(cache, corpus, tmp
 
 def test_stopping_the_gate_ends_the_suite_and_its_workers(tmp_path, corpus, monkeypatch):
     """Ctrl-C: the suite runs in a session of its own (the terminal's
-    SIGINT does not reach it), so the gate ends its group on the way out."""
+    SIGINT does not reach it), so the gate ends its group on the way out;
+    it says so in one line, exits 130, and writes its JSON and JUnit with
+    the release that did not finish marked interrupted."""
     wheel = tmp_path / "agentscope-2.0.8-py3-none-any.whl"  # a SPEC that needs no index
     wheel.write_bytes(b"pretend")
     monkeypatch.setenv("HITL_GATE_CACHE", str(tmp_path / "cache"))
     _fake_environment(specs.resolve(str(wheel))[0])
     environ = {**os.environ, "FAKE_SUITE": "hang", "FAKE_CHILD": str(tmp_path / "child")}
     gate_process = subprocess.Popen(
-        [sys.executable, "-m", "harness", "gate", str(wheel), "--corpus", str(corpus)],
-        env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [sys.executable, "-m", "harness", "gate", str(wheel), "--corpus", str(corpus),
+         "--json", str(tmp_path / "gate.json"), "--junit", str(tmp_path / "gate.xml")],
+        env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
         for _ in range(600):  # until the suite's "worker" runs (at most a minute)
@@ -315,10 +318,20 @@ def test_stopping_the_gate_ends_the_suite_and_its_workers(tmp_path, corpus, monk
         worker = int((tmp_path / "child").read_text(encoding="utf-8"))
         assert _alive(worker)
         gate_process.send_signal(signal.SIGINT)
-        gate_process.wait(timeout=60)
+        _, err = gate_process.communicate(timeout=60)
     finally:
         gate_process.kill()
     assert _ended(worker)
+    assert gate_process.returncode == 130
+    assert err.splitlines()[-1] == (
+        "hitl-harness gate: interrupted (Ctrl-C); the JSON and JUnit mark what did not finish"
+    ), err
+    assert not [w for w in ("Traceback", "CancelledError", "KeyboardInterrupt") if w in err], err
+    saved = json.loads((tmp_path / "gate.json").read_text(encoding="utf-8"))
+    assert saved["exit_code"] == 130, saved
+    assert [(s["outcome"], s["reason"]) for s in saved["specs"]] == [
+        ("interrupted", "Ctrl-C before it finished")]
+    assert 'type="interrupted"' in (tmp_path / "gate.xml").read_text(encoding="utf-8")
 
 
 # ── the command line ──────────────────────────────────────────────────

@@ -61,6 +61,8 @@ exit codes:
      workers too)
   8  a property's search broke with no story (ERROR: a health check, the
      shrinker, a teardown or the harness itself); nothing was learnt
+  130  interrupted (Ctrl-C): one line; --json and --junit are still written,
+     each SPEC that did not finish marked "interrupted"
   When SPECs end differently, the lowest non-zero code wins."""
 
 
@@ -72,7 +74,32 @@ exit codes (those the gates would have ended with together):
      gate's JSON, a SPEC in two files, different settings, a missing shard
   3-6  a SPEC could not run (see `hitl-harness gate --help`)
   7  a SPEC's property suite did not finish within its --budget
-  8  a property's search broke with no story (ERROR)"""
+  8  a property's search broke with no story (ERROR)
+  130  interrupted (Ctrl-C)"""
+
+
+#: ``hitl-harness`` itself: the codes every command shares.
+TOP_EXITS = """\
+Without a command, this help, and exit 2. `hitl-harness COMMAND --help` lists
+each command's exit codes, environment variables and cache.
+
+exit codes (every command):
+  0  the command's good outcome (nothing new violated, passes now, as expected)
+  1  a property is violated, still fails, or a verdict changed
+  2  the command line was wrong (a one-line error on stderr, before any work)
+  3-8  what each command's --help lists
+  130  interrupted (Ctrl-C): one line on stderr"""
+
+#: ``replay``'s exit codes (:mod:`harness.tools.replay`).
+REPLAY_EXITS = """\
+exit codes:
+  0  passes now
+  1  still fails (the same way, differently, or a step no longer applies)
+  2  not a counterexample folder (checked before agentscope is imported), or
+     --with-fix refused
+  3  the story cannot be played by this harness (a rule or an argument it does
+     not know): it neither fails nor passes
+  130  interrupted (Ctrl-C)"""
 
 
 def _gate_epilog() -> str:
@@ -127,8 +154,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="hitl-harness",
         description="Property-based tests of agentscope's human-in-the-loop runs.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="Without a command, this help, and exit 2. `hitl-harness COMMAND --help` "
-        "lists each command's\nexit codes, environment variables and cache.",
+        epilog=TOP_EXITS,
     )
     parser.add_argument("--version", action="version", version=f"hitl-harness {_version()}")
     commands = parser.add_subparsers(dest="command")
@@ -204,9 +230,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Replay a counterexample folder's story against the agentscope "
         "`import agentscope`\nfinds (run it in that agentscope's environment).",
-        epilog="exit codes:\n  0  passes now\n  1  still fails (the same way, differently, "
-        "or a step no longer applies)\n  2  not a counterexample folder, or --with-fix "
-        "refused\n\nreference fixes (--with-fix):\n" + _fixes(),
+        epilog=REPLAY_EXITS + "\n\nreference fixes (--with-fix):\n" + _fixes(),
     )
     replay.add_argument("path", type=Path, metavar="PATH", help="a counterexample folder")
     replay.add_argument("--with-fix", action="store_true",
@@ -223,6 +247,7 @@ def _parser() -> argparse.ArgumentParser:
         "     longer met, or a violation is no known finding\n"
         "  2  an input cannot be read, or the run broke\n"
         "  3  a property's search broke with no story (ERROR): nothing was learnt\n"
+        "  130  interrupted (Ctrl-C)\n"
         "A file recorded with another Hypothesis than the one installed is said in one line.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -270,6 +295,19 @@ def _deployment(arguments: argparse.Namespace) -> tuple[str, ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command; Ctrl-C anywhere is one line and exit 130."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("hitl-harness: interrupted (Ctrl-C)", file=sys.stderr)
+        return INTERRUPTED
+
+
+#: The exit code of a command ended by Ctrl-C (128 + SIGINT), as a shell's.
+INTERRUPTED = 130
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _parser()
     arguments = parser.parse_args(argv)
     if arguments.command is None:
@@ -305,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
                       verdicts_json=arguments.verdicts, write=arguments.write,
                       workers=arguments.workers, log=arguments.log,
                       deployment=_deployment(arguments), properties=arguments.properties)
+    if not (arguments.path / "story.json").is_file():  # before agentscope is imported
+        print(f"hitl-harness replay: error: {arguments.path} is not a counterexample folder: "
+              f"no story.json {'in it' if arguments.path.is_dir() else 'there'}", file=sys.stderr)
+        return 2
     from .replay import replay_folder  # pylint: disable=import-outside-toplevel
 
     return replay_folder(arguments.path, with_fix=arguments.with_fix)

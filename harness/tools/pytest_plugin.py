@@ -331,8 +331,8 @@ def pytest_keyboard_interrupt(excinfo) -> None:  # pylint: disable=unused-argume
     """Ctrl-C is one line (the last, below), not pytest's traceback of
     where it landed."""
     reporter = _terminal()
-    if reporter is not None:
-        reporter._keyboardinterrupt_memo = None  # pylint: disable=protected-access
+    if reporter is not None:  # pytest has no option to leave its report out
+        reporter._report_keyboardinterrupt = lambda: None  # pylint: disable=protected-access
 
 
 def _terminal():

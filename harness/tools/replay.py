@@ -9,6 +9,7 @@ agentscope it was found on, the replayed trace must equal the recorded one
 from __future__ import annotations
 
 import difflib
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,14 @@ from . import toolchain
 from .gate.pregate import CANNOT, NOW_PASSES, STILL
 
 #: Exit codes of ``replay``: it passes now; it still fails (the same way,
-#: differently, or a step no longer applies); not a counterexample folder.
-PASSES, STILL_FAILS, UNREADABLE = 0, 1, 2
+#: differently, or a step no longer applies); not a counterexample folder
+#: (or ``--with-fix`` refused); a story this harness cannot play (a rule or
+#: an argument it does not know: neither fails nor passes).
+PASSES, STILL_FAILS, UNREADABLE, CANNOT_PLAY = 0, 1, 2, 3
+
+
+def _error(message: str) -> None:
+    print(f"hitl-harness replay: error: {message}", file=sys.stderr)
 
 @dataclass
 class Replayed:
@@ -71,7 +78,7 @@ def replay_folder(folder: Path, *, with_fix: bool = False) -> int:
     try:
         recorded = Counterexample.load(folder)
     except UnreadableStory as unreadable:
-        print(f"{folder} is not a counterexample folder: {unreadable}")
+        _error(f"{folder} is not a counterexample folder: {unreadable}")
         return UNREADABLE
     silence_agentscope()
     if with_fix:
@@ -80,7 +87,7 @@ def replay_folder(folder: Path, *, with_fix: bool = False) -> int:
         try:
             reference_fix.apply()
         except reference_fix.FixRefused as refused:
-            print(f"--with-fix refused: {refused}")
+            _error(f"--with-fix refused: {refused}")
             return UNREADABLE
     # The folder's own name: an older format's id is not what this
     # harness would compute for it (the id now covers more).
@@ -93,8 +100,8 @@ def replay_folder(folder: Path, *, with_fix: bool = False) -> int:
           + (" with the reference fix" if with_fix else ""))
     replayed = replay_story(recorded)
     if replayed.status == CANNOT:
-        print(f"cannot be replayed here: {replayed.why}")
-        return STILL_FAILS
+        _error(f"cannot be replayed here: {replayed.why}")
+        return CANNOT_PLAY
     if replayed.status == NOW_PASSES:
         print(f"passes now: {replayed.why}")
         return PASSES

@@ -93,8 +93,15 @@ def gate(
         budget=budget * 60 if budget is not None else None,
         corpus=tuple(pregate.folders(corpus)), deployment=deployment,
     )
-    rows = anyio.run(_gate_all, plan, options, live)
-    code = exit_code(rows)
+    rows: list[Row] = []
+    try:
+        anyio.run(_gate_all, plan, options, live, rows)
+        code = exit_code(rows)
+    except KeyboardInterrupt:  # what finished is kept; the rest is marked
+        rows = _interrupted(plan, rows)
+        code = Exit.INTERRUPTED
+        _say("hitl-harness gate: interrupted (Ctrl-C)"
+             + ("; the JSON and JUnit mark what did not finish" if json_path or junit_path else ""))
     print()
     print(reports.render(rows, code, profile=profile, with_fix=with_fix, corpus=_shown(corpus)))
     if json_path is not None:
@@ -166,15 +173,28 @@ class _Builds:
         return build
 
 
-async def _gate_all(plan: inputs.Plan, options: Options, live: bool | None) -> list[Row]:
-    """Every release of ``plan`` gated, the baseline first; the
+def _interrupted(plan: inputs.Plan, rows: list[Row]) -> list[Row]:
+    """``rows`` (those that finished), then every release of ``plan`` that
+    did not, each marked interrupted."""
+    finished = {row.name for row in rows}
+    order = [*([plan.baseline] if plan.baseline is not None else []), *plan.candidates]
+    return rows + [
+        Row(target.name).could_not_run(Exit.INTERRUPTED, "Ctrl-C before it finished")
+        for target in order if target.name not in finished
+    ]
+
+
+async def _gate_all(plan: inputs.Plan, options: Options, live: bool | None,
+                    rows: list[Row]) -> None:
+    """Every release of ``plan`` gated, the baseline first, into ``rows``
+    (which keep what finished when the gate is interrupted); the
     environments are built side by side while the releases run in turn."""
     order = [*([plan.baseline] if plan.baseline is not None else []), *plan.candidates]
     unique = list({target.identity: target for target in reversed(order)}.values())[::-1]
     history = progress.History(environments.cache_root() / "timings.json")
     display = progress.Display([(t.name, options.key(t)) for t in unique], history, live=live)
     ran: dict[str, Row] = {}
-    rows: list[Row] = [plan.baseline_row] if plan.baseline_row is not None else []
+    rows.extend([plan.baseline_row] if plan.baseline_row is not None else [])
     base = plan.baseline_row
     async with display, anyio.create_task_group() as work:
         work.start_soon(display.heartbeat)
@@ -194,7 +214,6 @@ async def _gate_all(plan: inputs.Plan, options: Options, live: bool | None) -> l
                 compare.classify(row, base, plan.known)
             rows.append(row)
         work.cancel_scope.cancel()
-    return rows
 
 
 def _relative(verdict: dict) -> dict:

@@ -27,6 +27,7 @@ class Exit(IntEnum):
     RUN_BROKE = 6  # the property run itself broke (see its log)
     DID_NOT_FINISH = 7  # the property suite did not finish within its --budget
     HARNESS_ERROR = 8  # a property's search broke with no story (ERROR): nothing learnt
+    INTERRUPTED = 130  # Ctrl-C: what finished is kept, the rest is marked interrupted
 
 
 #: The exit codes in words, as the gate's last line says them.
@@ -40,6 +41,7 @@ MEANING = {
     Exit.RUN_BROKE: "a property run broke",
     Exit.DID_NOT_FINISH: "a property suite did not finish within its budget",
     Exit.HARNESS_ERROR: "a property's search broke without a story (ERROR)",
+    Exit.INTERRUPTED: "interrupted (Ctrl-C) before every SPEC finished",
 }
 
 #: The version of the JSON a gate writes (``--json``): 2 added ``schema``,
@@ -57,6 +59,7 @@ COULD_NOT_RUN = {
     Exit.CANNOT_DRIVE: "harness cannot drive it",
     Exit.RUN_BROKE: "the run broke",
     Exit.DID_NOT_FINISH: "did not finish",
+    Exit.INTERRUPTED: "interrupted",
 }
 
 
@@ -92,13 +95,15 @@ class Row:
     def kind(self) -> str:
         """A row without verdicts either ``did not finish`` (its suite ran
         out of its budget) or ``could not run``."""
+        if self.outcome == Exit.INTERRUPTED:
+            return "interrupted"
         return "did not finish" if self.outcome == Exit.DID_NOT_FINISH else "could not run"
 
     @property
     def headline(self) -> str:
         """What the table says of a row without verdicts: ``did not
         finish``, or ``could not run (what stopped it)``."""
-        if self.outcome == Exit.DID_NOT_FINISH:
+        if self.outcome in (Exit.DID_NOT_FINISH, Exit.INTERRUPTED):
             return self.kind
         return f"{self.kind} ({COULD_NOT_RUN[self.outcome]})"
 
