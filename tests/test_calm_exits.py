@@ -90,3 +90,64 @@ def test_every_command_s_help_lists_its_exit_codes(command, capsys):
     assert done.value.code == 0
     text = capsys.readouterr().out
     assert "exit codes" in text and "  0  " in text and "130  interrupted (Ctrl-C)" in text
+
+
+def test_a_violation_comes_first_and_the_harness_s_frames_are_hidden(pytester):
+    pytester.makepyfile(
+        test_story="""
+        from properties.story.record import Counterexample, Step
+
+        def deep_inside_the_harness():
+            error = AssertionError("I9 broken on purpose\\n  expected: this\\n  actual:   that")
+            error.add_note("Bus operations up to the violation: none")
+            error.counterexample = Counterexample(
+                code="I9", title="broken on purpose", statement="never", failure="I9 broken",
+                steps=[Step("everything_settles")], machine={"enforcing": ["I9"]},
+                trace="   1  task  op  key", events={}, agentscope_version="0",
+                agentscope_path="/nowhere", reference_fix=False,
+            )
+            raise error
+
+        def test_fails():
+            deep_inside_the_harness()
+        """,
+    )
+    result = pytester.runpytest(
+        "--hitl-counterexamples", str(pytester.path / "found"),
+        "-o", "asyncio_default_fixture_loop_scope=function",
+    )
+    result.assert_outcomes(failed=1)
+    out = result.outlines
+    header = next(i for i, line in enumerate(out) if line.startswith("_") and "test_fails" in line)
+    assert out[header + 1:header + 4] == [
+        "I9 broken on purpose", "  expected: this", "  actual:   that"]
+    assert not [line for line in out if "deep_inside_the_harness()" in line]
+    result.stdout.fnmatch_lines(["*hitl-harness how it came about*",
+                                 "Bus operations up to the violation: none"])
+    # with --tb given, pytest's own traceback is kept
+    again = pytester.runpytest("--hitl-counterexamples", str(pytester.path / "found"), "--tb=short",
+                               "-o", "asyncio_default_fixture_loop_scope=function")
+    assert [line for line in again.outlines if "deep_inside_the_harness()" in line]
+
+
+def test_agentscope_s_own_error_is_said_to_be_agentscope_s():
+    from properties.invariants.safety import no_error_reply_without_fault
+    from properties.violation import Broken
+
+    class View:
+        alias = "solo"
+        events = [{"type": "REPLY_END", "finished_reason": "error",
+                   "error": {"type": "setup", "message": "The session could not be prepared"}}]
+
+    class Obs:
+        sessions = {"solo": View()}
+
+    class Ledger:
+        faults = set()
+
+    with pytest.raises(Broken) as broken:
+        no_error_reply_without_fault(Obs(), Ledger())
+    assert broken.value.actual == (
+        "1 ReplyEnd(ERROR) published for solo, carrying agentscope's own error: "
+        'setup: "The session could not be prepared"'
+    )

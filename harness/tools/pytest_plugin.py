@@ -237,7 +237,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             report.sections.append(
                 ("hitl-harness found on the way", f"{code} broke while searching {prop.code}: {where}"),
             )
-    if call.excinfo is None or parent is None:
+    if call.excinfo is None:
+        return
+    _violation_first(item, call.excinfo, report)
+    if parent is None:
         return
     for story in _stories_in(call.excinfo.value):
         try:
@@ -256,6 +259,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         )
         _point_the_summary_at(report, f"{story.code} {story.title} -> {written}/ "
                                       f"(hitl-harness replay {written})")
+
+
+def _violation_first(item: pytest.Item, excinfo: pytest.ExceptionInfo, report) -> None:
+    """A failure that carries a story is the violation (expected, actual,
+    the bus operations, the story), not the harness's frames that found it
+    (its search, shrinker, rules and checks); with ``--tb`` given, pytest's
+    own style is kept. A failure with no story keeps its traceback: there
+    the harness's frames are the news."""
+    if item.config.getoption("tbstyle", "auto") != "auto" or not any(_stories_in(excinfo.value)):
+        return
+    report.longrepr = excinfo.getrepr(style="value")
+    notes = getattr(excinfo.value, "__notes__", None)  # the bus operations, the story
+    if notes:
+        report.sections.append(("hitl-harness how it came about", "\n".join(notes)))
 
 
 def _point_the_summary_at(report: pytest.TestReport, line: str) -> None:
@@ -306,6 +323,12 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     )
     for line in verdicts.summary_lines(_VERDICTS):
         terminalreporter.line(line)
+    if config.getoption("hypothesis_show_statistics", False):
+        terminalreporter.line(
+            "hitl-harness: --hypothesis-show-statistics has nothing to show here: each "
+            "property's search runs its state machine through the harness (properties/story/"
+            "shrink.py), not a @given test; its statistics are the windows and orders above",
+        )
     target = config.getoption("--hitl-verdicts-json")
     if target:
         verdicts.write_json(Path(target), _VERDICTS, _deployment_in_use().record())

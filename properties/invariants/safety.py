@@ -27,8 +27,8 @@ def no_error_reply_without_fault(obs: Observation, ledger: Ledger) -> None:
             raise Broken(
                 f"no reply of {view.alias} ends with ERROR (no fault was "
                 "injected)",
-                f"{len(errors)} ReplyEnd(ERROR) published for {view.alias}: "
-                f"{detail.get('type', '?')}: {detail.get('message', '')}",
+                f"{len(errors)} ReplyEnd(ERROR) published for {view.alias}, carrying "
+                f"agentscope's own error: {detail.get('type', '?')}: \"{detail.get('message', '')}\"",
             )
 
 
