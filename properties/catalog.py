@@ -17,7 +17,7 @@ from typing import Callable
 from harness.world.surface import ABSENT, CHANNEL_MESSAGE, LEADER_REMINDER, REGISTRATION
 
 from .invariants import completion, delivery, liveness, safety
-from .rules.vocabulary import BACKGROUND, FAILS, SEVERAL_CALLS, TURNS
+from .rules.vocabulary import BACKGROUND, FAILS, PARKING_TURNS, SEVERAL_CALLS, TURNS
 from .violation import Broken, InvariantViolated
 
 #: When a property is checked.
@@ -119,9 +119,14 @@ class Property:
 
 
 PROPERTIES: tuple[Property, ...] = (
+    # Its windows need a turn that parks: the user's messages favour one.
+    # Over seeds 0-19 on 2.0.8 that halved the stories to F1 (median 9,
+    # not 18.5) but 3 seeds of fifty stories still missed it; a hundred
+    # met it in all 20 (docs/search.md).
     Property("I1", "no-error-reply-without-fault",
              "no ReplyEnd(ERROR) unless a fault was injected",
-             safety.no_error_reply_without_fault),
+             safety.no_error_reply_without_fault,
+             machine={"favoured_turns": PARKING_TURNS}, search_factor=2),
     # A worker's story: the user only asks the leader for help (the
     # invitation), so the search spends its steps on the worker's run,
     # the payloads reaching it and the answers to its card.
@@ -146,7 +151,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("I5", "payloads-delivered-once-in-order",
              "no inbox payload is lost, duplicated or reordered",
              delivery.payloads_delivered_once_in_order, when=SETTLED,
-             machine={"late_wakeups": True}, search_factor=2),
+             machine={"late_wakeups": True, "stepwise_deliveries": True}, search_factor=2),
     # Bus faults: a lease whose heartbeat fails lapses under its live run.
     Property("I6", "one-run-per-session", "one run per session at a time",
              safety.one_run_per_session,

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from properties.rules.story_rule import Where
+from properties.rules.story_rule import Chosen, Where
 
 
 class _Machine:
@@ -19,6 +19,7 @@ class _Machine:
 
     cast = ("leader", "worker", "solo")
     world = SimpleNamespace(sessions={"leader": "s-leader", "solo": "s-solo"})
+    turns = ("calls GatedAction", "calls ExternalJob", "answers")
 
     def exists(self, session: str) -> bool:
         return session in self.world.sessions
@@ -50,3 +51,15 @@ class TestDraws(_Machine):
         assert set(favoured) == {"leader", "solo"}
         assert 0.65 < favoured["solo"] / 400 < 0.85
         assert 0.35 < plain["solo"] / 400 < 0.65
+
+    @settings(max_examples=5, derandomize=True, database=None)
+    @given(st.data())
+    def test_a_favoured_value_is_drawn_more_often_and_the_others_still(self, data):
+        self.favoured_turns = ("answers",)
+        favoured = Counter(data.draw(Chosen("turns").strategy()) for _ in range(600))
+        del self.favoured_turns
+        plain = Counter(data.draw(Chosen("turns").strategy()) for _ in range(600))
+        assume(len(plain) == 3)  # not Hypothesis' first, simplest example
+        assert set(favoured) == set(self.turns)
+        assert 0.55 < favoured["answers"] / 600 < 0.8
+        assert 0.2 < plain["answers"] / 600 < 0.47

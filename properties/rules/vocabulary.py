@@ -16,6 +16,10 @@ from fakes.tool_desk import BACKGROUND_JOB, BATCH_EXTERNAL_JOB, BATCH_GATED_ACTI
 #: What a model's next turn does, as a story says it.
 TURNS = ("calls GatedAction", "calls ExternalJob", "answers")
 
+#: The turns that park a run on a call (a card, a submitted job): F1's
+#: windows (a payload in a parked turn's tail, a resumed turn) need one.
+PARKING_TURNS = ("calls GatedAction", "calls ExternalJob")
+
 #: A turn whose model call raises: an injected fault (only machines that
 #: list it in ``turns`` script it).
 FAILS = "fails"
