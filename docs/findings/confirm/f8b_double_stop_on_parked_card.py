@@ -30,6 +30,14 @@ C. (information) no hook: stop, stop back to back the moment the UI
    (a cancel that lands inside a storage write can leave sqlite locked,
    "database is locked", for the next try).
 
+A and B force F8's rarer path. Left to the natural race (C), the cancels
+mostly take its common path (``trace_cancels.py``): stop 1 lands at
+``await asyncio.shield(persist_task)``, stop 2 at the ``except`` branch's
+unshielded ``await persist_task``, which cuts ``_persist`` short; when the
+cut falls before the state's ``UPDATE`` the reply is lost as in A and B,
+when it falls in the final ``COMMIT`` the parked state is stored and both
+stops are lost (F3). No registration is left on that path.
+
 For each it prints the reply's events after the card, whether a
 ``REPLY_END`` ever came, the session's stored status and tool calls, the
 consumer registration, and whether the run made its ``_persist``

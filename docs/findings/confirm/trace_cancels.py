@@ -459,7 +459,8 @@ async def one_try(bus, story: str, number: int, app: App | None) -> Try:
                 await STORIES[story](fresh, t)
     except Exception as exc:  # noqa: BLE001 - recorded as the try's outcome
         TRACER.on = False
-        t.outcome = f"CRASH: {type(exc).__name__}: {exc}"
+        first_line = (str(exc).splitlines() or [""])[0]
+        t.outcome = f"CRASH: {type(exc).__name__}: {first_line}"
         t.detail = traceback.format_exc(limit=-3)
     t.landings = list(TRACER.landings)
     return t
