@@ -68,7 +68,8 @@ class VirtualRedisBus(LeasedLocks, MessageBus):  # pylint: disable=too-many-publ
 
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._ids = itertools.count(1)
+        #: Each stream's last entry id, (ms, sequence): the next one's base.
+        self._last_ids: dict[str, tuple[int, int]] = {}
         self._tokens = itertools.count(1)
         self._queues = _Keyspace()  # key -> list[(entry_id, payload)]
         self._logs = _Keyspace()  # key -> list[(entry_id, payload)]
@@ -88,9 +89,16 @@ class VirtualRedisBus(LeasedLocks, MessageBus):  # pylint: disable=too-many-publ
         self._registries.expire(now)
         return now
 
-    def _entry_id(self) -> str:
-        """A Redis-stream-like id: ``<virtual ms>-<sequence>``."""
-        return f"{int(self._clock() * 1000)}-{next(self._ids)}"
+    def _entry_id(self, space: _Keyspace, key: str) -> str:
+        """The id Redis' ``XADD *`` gives: ``<virtual ms>-<sequence>``, the
+        sequence counting from 0 within one millisecond of one stream (a
+        stream that no longer exists starts afresh). Nothing else's ids
+        count, so leaving out another key's repetitions changes none."""
+        ms = int(self._clock() * 1000)
+        last = self._last_ids.get(key) if key in space.values else None
+        ms, sequence = (last[0], last[1] + 1) if last and last[0] >= ms else (ms, 0)
+        self._last_ids[key] = (ms, sequence)
+        return f"{ms}-{sequence}"
 
     # ── Mode A: drain queue ───────────────────────────────────────────
 
@@ -102,7 +110,7 @@ class VirtualRedisBus(LeasedLocks, MessageBus):  # pylint: disable=too-many-publ
         ttl_secs: int | None = None,
     ) -> str:
         now = self._now()
-        entry_id = self._entry_id()
+        entry_id = self._entry_id(self._queues, key)
         self._queues.values.setdefault(key, []).append((entry_id, payload))
         self._queues.touch(key, now, ttl_secs)
         return entry_id
@@ -135,7 +143,7 @@ class VirtualRedisBus(LeasedLocks, MessageBus):  # pylint: disable=too-many-publ
         max_len: int | None = None,
     ) -> str:
         now = self._now()
-        entry_id = self._entry_id()
+        entry_id = self._entry_id(self._logs, key)
         log = self._logs.values.setdefault(key, [])
         log.append((entry_id, payload))
         if max_len is not None and len(log) > max_len:

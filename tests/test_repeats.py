@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import pytest
+from agentscope.app.message_bus import MessageBusKeys
 
 import reference_fix
 from harness.kernel.repeats import LIVELOCK_AFTER
@@ -67,8 +68,16 @@ def wakes_parked_sessions():
     patch.remove()
 
 
+#: Releases whose runs end by storing the session's event cursor (2.0.10
+#: on): it advances with each wake, so no wake repeats the world exactly
+#: and the same livelock is reported as restless (bounded work per virtual
+#: second) instead.
+CURSOR_ADVANCES = hasattr(MessageBusKeys, "session_event_checkpoint")
+
+
 def test_a_session_woken_again_and_again_is_a_livelock(wakes_parked_sessions):
-    with pytest.raises(InvariantViolated, match="only repeats itself") as raised:
+    said = "Restless: .* wake-run:solo acquire_lock" if CURSOR_ADVANCES else "only repeats itself"
+    with pytest.raises(InvariantViolated, match=said) as raised:
         with playing(enforcing=["I17"], **CRASH_STORY) as story:
             story.user_sends_message(session="solo", model_turn="calls GatedAction")
             story.run_continues(session="solo")
@@ -77,4 +86,7 @@ def test_a_session_woken_again_and_again_is_a_livelock(wakes_parked_sessions):
     assert raised.value.code == "I17"
     trace = raised.value.trace.splitlines()
     wakes = [line for line in trace if "wake-run" in line and "acquire_lock" in line and "session:lock" in line]
-    assert LIVELOCK_AFTER <= len(wakes) <= LIVELOCK_AFTER + 2, "reported after a fixed number of wakes"
+    if CURSOR_ADVANCES:  # reported once the work per virtual second is over its bound
+        assert len(wakes) > LIVELOCK_AFTER + 2
+    else:
+        assert LIVELOCK_AFTER <= len(wakes) <= LIVELOCK_AFTER + 2, "reported after a fixed number of wakes"
