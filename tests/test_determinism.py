@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from harness.world import agentscope_under_test
 from properties.machine import HitlMachine
+from reference_fix import parked_continuation
+
+#: The releases with the reported bug (a parked run's spurious
+#: ReplyEnd(ERROR)), where I1's `ci` search finds it.
+REPORTED_BUG_IN_RELEASE = agentscope_under_test.version() in parked_continuation.TARGET_RELEASES
 
 
 def play_the_report_story() -> str:
@@ -107,6 +113,9 @@ def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp
     assert first[0] and first[0] == second[0], "verdicts, windows' counts and folder names"
     assert first[2] == ({"bus": "redis", "nodes": 2} if deployment else {"bus": "fake", "nodes": 1})
     said = first[0]["I1"]  # what its story expected and what happened, from the run
+    if not REPORTED_BUG_IN_RELEASE:  # from 2.0.9 on, I1 holds within its `ci` budget
+        assert said["verdict"] == "holds" and said["counterexample"] is None and not first[1]
+        return
     assert said["verdict"] == "VIOLATED"
     assert said["expected"].startswith("no reply of ") and "ends with ERROR" in said["expected"]
     assert "ReplyEnd(ERROR) published for" in said["actual"]
