@@ -4,7 +4,7 @@ maintainer checks a pull request's branch before merging it.
 The checkout here is made from the release the project pins (its source
 under ``src/``, as agentscope's repository has it, and a ``pyproject.toml``
 declaring its dependencies); the "branch" is that checkout with the
-parked-continuation fix applied to its source, as its diff would. What the
+release's fix of an I1 finding applied to its source, as its diff would. What the
 gate does with it is checked up to the point where the suite would run: the
 SPEC resolves before any work, its environment installs it editable (built
 once, not rebuilt for an edit), the checkout's code is what runs in that
@@ -25,6 +25,7 @@ import anyio
 import pytest
 
 import reference_fix
+from reference_fix import parked_continuation
 from harness.tools.gate import environments, inputs, specs
 from harness.tools import toolchain
 from harness.world import agentscope_under_test
@@ -34,17 +35,26 @@ from gate_runs import RELEASES
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The stories of F1 (I1, which the parked-continuation fix clears) the
-#: project keeps, found on the agentscope installed here (2.0.8 when pinned).
+#: The I1 stories the project keeps, found on the agentscope installed here
+#: (F1's on 2.0.8 when pinned, F13's on 2.0.11), which BRANCH_FIX clears.
 F1_HERE = [
     folder for folder in sorted((ROOT / "docs" / "findings" / "counterexamples").glob("I1-*"))
     if Counterexample.load(folder).agentscope_version == agentscope_under_test.version()
 ]
 
 
+#: The fix the branch makes, by release: parked-continuation (F1) where the
+#: reported bug is; from 2.0.9 on, message-while-parked (F2's), which clears
+#: the I1 stories kept there (F13, across nodes).
+BRANCH_FIX = (
+    "parked-continuation" if agentscope_under_test.version() in parked_continuation.TARGET_RELEASES
+    else "message-while-parked"
+)
+
+
 def _make_checkout(folder: Path, *, fixed: bool) -> Path:
     """A checkout of the installed agentscope in ``folder``; with ``fixed``,
-    its source changed as the parked-continuation diff changes it."""
+    its source changed as :data:`BRANCH_FIX`'s diff changes it."""
     # with its compiled modules: a copy keeps their sources' times, so they stay valid
     shutil.copytree(agentscope_under_test.path(), folder / "src" / "agentscope")
     needs = [r for r in metadata.requires("agentscope") or [] if "extra ==" not in r]
@@ -55,7 +65,7 @@ def _make_checkout(folder: Path, *, fixed: bool) -> Path:
         encoding="utf-8",
     )
     if fixed:
-        for patch in reference_fix.FIXES["parked-continuation"]:
+        for patch in reference_fix.FIXES[BRANCH_FIX]:
             source = folder / patch.path
             text = source.read_text(encoding="utf-8")
             for before, after in patch.edits:
@@ -112,7 +122,7 @@ def test_its_environment_installs_it_editable_and_is_built_once(branch, monkeypa
     ran.clear()
     assert ensure().cached and ran == []
 
-    chat = branch / reference_fix.FIXES["parked-continuation"][0].path
+    chat = branch / reference_fix.FIXES[BRANCH_FIX][0].path
     chat.write_text(chat.read_text(encoding="utf-8") + "\n", encoding="utf-8")
     assert environments.key_of(specs.resolve(str(branch))[0]) == environments.key_of(target)
     declared = branch / "pyproject.toml"
