@@ -23,6 +23,7 @@ Exit 1: the message was lost; 0: it was stored; 3: error.
 """
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import shutil
@@ -110,12 +111,14 @@ async def open_app(stack, bus, storage_class, folder):
     workspaces.bind_storage(storage)
     await stack.enter_async_context(workspaces)
     tasks = await stack.enter_async_context(BackgroundTaskManager(message_bus=bus))
+    # 2.0.7's SchedulerManager has no switch (and nothing is scheduled here).
+    off = {"enabled": False} if "enabled" in inspect.signature(SchedulerManager).parameters else {}
     registry = await stack.enter_async_context(ChatRunRegistry())
 
     service = ChatService(
         storage=storage, workspace_manager=workspaces, background_task_manager=tasks, message_bus=bus,
         scheduler_manager=SchedulerManager(storage=storage, message_bus=bus, workspace_manager=workspaces,
-                                           enabled=False),
+                                           **off),
         resource_access_service=ResourceAccessService(storage, DenyAllResourceAccessPolicy()),
     )
     for part in (WakeupDispatcher(bus, storage, service, registry),
