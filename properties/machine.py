@@ -33,7 +33,7 @@ from .rules.agentscope_parties import AgentscopeRules
 from .rules.background import BackgroundJobs
 from .rules.faults import BusFaults, Crashes, NodeCrashes, StorageFaults
 from .rules.operators import Restarts, SessionDeletes
-from .rules.producers import LateWakeups, ProducerRules
+from .rules.producers import LateWakeups, ProducerRules, StepwiseDeliveries
 from .rules.questions import Questions
 from .rules.story_rule import ON_SEVERAL_NODES
 from .rules.teams import SeveralTeams, TeamRules
@@ -89,6 +89,7 @@ OPTIONAL_RULES: dict[str, type] = {
     "several_teams": SeveralTeams,
     "background_jobs": BackgroundJobs,
     "late_wakeups": LateWakeups,
+    "stepwise_deliveries": StepwiseDeliveries,
     "restarts": Restarts,
     "storage_faults": StorageFaults,
     "deletes": SessionDeletes,
@@ -120,6 +121,7 @@ class HitlMachine(
     several_teams: bool = False
     background_jobs: bool = False
     late_wakeups: bool = False
+    stepwise_deliveries: bool = False
     restarts: bool = False
     storage_faults: bool = False
     deletes: bool = False
@@ -130,7 +132,8 @@ class HitlMachine(
 
     #: Flags reported in :meth:`configuration` only when set (so stories
     #: of machines without them keep the names they always had).
-    LATER_FLAGS = ("streaming", "several_teams", "background_jobs", "late_wakeups", "restarts", "storage_faults", "deletes")
+    LATER_FLAGS = ("streaming", "several_teams", "background_jobs", "late_wakeups", "restarts", "storage_faults", "deletes",
+                   "stepwise_deliveries")
 
     def __init__(self) -> None:
         super().__init__()

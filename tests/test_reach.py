@@ -160,3 +160,42 @@ def test_a_played_story_reaches_a_known_pair():
     played = reach.story_orders(story.world.interleaver.trace.entries, dict(story.world.sessions))
     assert {"p.wake→d.pop"} <= played
     assert not played & set(reach.FORBIDDEN)
+
+
+def _played(story) -> set[str]:
+    return reach.story_orders(story.world.interleaver.trace.entries, dict(story.world.sessions))
+
+
+def test_a_step_by_step_delivery_lets_a_run_drain_inside_the_producers_section():
+    """A run whose turn-tail check found a payload goes round again; a
+    delivery's lock and push land before its reasoning step drains, and
+    its registry read after: ``p.push→c.drain`` and ``c.drain→p.read``, the
+    orders beside the forbidden ``p.push→c.put-back``, which a delivery run
+    in one step never plays."""
+    with playing(enforcing=["I5"], stepwise_deliveries=True, cast=["leader", "solo"]) as story:
+        story.user_sends_message(session="solo", model_turn="answers")
+        story.payload_arrives(source="channel", to="solo")
+        story.payload_arrives_step_by_step(
+            source="channel", to="solo",
+            # The check (lock, drain, drain, put-back, release); the new
+            # delivery's lock and push; the run's reasoning drain; the read.
+            moves=["run"] * 5 + ["delivery", "delivery", "run", "delivery", "delivery"],
+        )
+        story.everything_settles()
+    played = _played(story)
+    assert {"p.push→c.drain", "c.drain→p.read", "c.release→p.lock"} <= played
+    assert not played & set(reach.FORBIDDEN)
+
+
+def test_a_second_step_by_step_delivery_meets_the_dispatcher_its_first_woke():
+    """The first delivery's wake-up is popped and probed between the
+    second one's lock, push and read."""
+    with playing(enforcing=["I5"], stepwise_deliveries=True, cast=["leader", "solo"]) as story:
+        story.payload_arrives_step_by_step(
+            source="channel", to="solo",
+            moves=["delivery"] * 6 + ["new delivery", "delivery", "dispatcher", "delivery", "dispatcher", "delivery"],
+        )
+        story.everything_settles()
+    played = _played(story)
+    assert {"p.lock→d.pop", "d.pop→p.push", "p.push→d.probe", "d.probe→p.read"} <= played
+    assert not played & set(reach.FORBIDDEN)

@@ -92,6 +92,20 @@ class Actors:
         if mine:
             self._interleaver.advance(mine[0])
 
+    def step_past(self, actor: ControlledTask, wanted: Callable[[Op], bool]) -> None:
+        """Move ``actor`` and its helpers, oldest first, one switch point
+        at a time, until it has done one operation ``wanted`` picks (or it
+        ends, or can only wait for another actor): a party's step in an
+        interleaving aimed at one protocol's operations."""
+        while not actor.done:
+            mine = [r for r in self.working_for(actor) if r.held]
+            if not mine:
+                return
+            op = mine[0].pending
+            self._interleaver.advance(mine[0])
+            if op is not None and wanted(op):
+                return
+
     def finish(
         self,
         actor: ControlledTask,

@@ -36,6 +36,7 @@ from .cast import TEAM_OF, open_cast
 from .deployment import Deployment
 from .failures import FailureWatch
 from .faults import WorldFaults
+from .hand_off_steps import HandOffSteps
 from .ids import install_deterministic_factories
 from .invitations import Invitations
 from .lifecycle import WorldLifecycle
@@ -48,7 +49,7 @@ from .storage_account import AccountedStorage
 from .surface import INBOX, WAKEUP_DISPATCHER
 
 
-class World(WorldFaults, WorldLifecycle):
+class World(WorldFaults, WorldLifecycle, HandOffSteps):
     """agentscope's app layer for one story, one task at a time, on
     virtual time."""
 
@@ -90,6 +91,7 @@ class World(WorldFaults, WorldLifecycle):
         self.deleted: dict[str, str] = {}
         #: The session each outside party's action was for.
         self._acting_for: dict[ControlledTask, str] = {}
+        self._deliveries: list[ControlledTask] = []  # oldest first (.hand_off_steps)
         self._closed = False
 
     # ── setting the story up ──────────────────────────────────────────
@@ -149,16 +151,15 @@ class World(WorldFaults, WorldLifecycle):
             f"user interrupts {alias}", alias, node,
         )
 
-    def deliver(self, alias: str, payload: dict, source: str, node: int = 0, wake_late: bool = False) -> None:
-        """``source``, on node ``node``, delivers ``payload`` into
-        ``alias``'s inbox; with ``wake_late`` it stops just before queueing
-        the wake-up it owes (if it owes one), to go on as a movable task."""
-        app = self.nodes[node].app
-        self._act(
-            parties.deliver(app, self._agents[alias], self.sessions[alias], payload),
-            f"{source} delivers to {alias}", alias, node,
-            self.actors.held_at(Op("queue_push", MessageBusKeys.wakeup_queue())) if wake_late else None,
-        )
+    def deliver(self, alias: str, payload: dict, source: str, node: int = 0, wake_late: bool = False,
+                held: bool = False) -> None:
+        """``source``, on node ``node``, delivers ``payload`` into ``alias``'s inbox; with ``wake_late`` it
+        stops just before queueing the wake-up it owes (if it owes one), with ``held`` before its first bus
+        operation, to go on as a movable task."""
+        wake = self.actors.held_at(Op("queue_push", MessageBusKeys.wakeup_queue())) if wake_late else None
+        self._deliveries.append(self._act(
+            parties.deliver(self.nodes[node].app, self._agents[alias], self.sessions[alias], payload),
+            f"{source} delivers to {alias}", alias, node, (lambda _actor: True) if held else wake))
 
     def channel_posts(self, alias: str, message, node: int = 0) -> None:
         """A channel's gateway, on node ``node``, queues ``message`` for

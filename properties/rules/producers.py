@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from agentscope.message import HintBlock
+from hypothesis import strategies as st
 
 from harness.world.surface import INBOX
 
@@ -32,14 +33,16 @@ class ProducerRules:
         lands in a session's inbox through the release's hand-off."""
         self._deliver(source, to, node)
 
-    def _deliver(self, source: str, to: str, node: int | None, wake_late: bool = False) -> None:
+    def _deliver(
+        self, source: str, to: str, node: int | None, wake_late: bool = False, held: bool = False,
+    ) -> None:
         marker = f"payload-{self.next_marker()} from {source}"
         hint = HintBlock(
             hint=marker,
             source=json.dumps({"label": source, "sublabel": "harness"}),
         )
         self.ledger.deliver(to, marker)
-        self.world.deliver(to, hint.model_dump(mode="json"), source, node or 0, wake_late)
+        self.world.deliver(to, hint.model_dump(mode="json"), source, node or 0, wake_late, held)
 
 
 class LateWakeups:
@@ -62,3 +65,84 @@ class LateWakeups:
     def payload_arrives_wakeup_late(self, source: str, to: str, node: int | None = None) -> None:
         """A delivery whose wake-up is still to come."""
         self._deliver(source, to, node, wake_late=True)
+
+
+#: Who moves in a step-by-step delivery: the deliveries to the session
+#: (the newest that can move: its next bus operation), the session's run
+#: or the wake-up dispatcher (each up to and through its next operation of
+#: that session's hand-off); a party that cannot move passes its move on
+#: to the next of these that can. Or a new delivery begins (from the same
+#: source, stopped before its first bus operation).
+MOVING = ("delivery", "run", "dispatcher")
+STEP_PARTIES = (*MOVING, "new delivery")
+
+
+def _moves_in_words(to: str, moves: list[str]) -> str:
+    """``moves`` as a story says them, a party's consecutive moves as one
+    (``solo's run ×3``)."""
+    party = {"delivery": "a delivery", "new delivery": "a new delivery begins", "run": f"{to}'s run",
+             "dispatcher": "the wake-up dispatcher"}
+    runs: list[list] = []
+    for move in moves:
+        if runs and runs[-1][0] == move:
+            runs[-1][1] += 1
+        else:
+            runs.append([move, 1])
+    return ", ".join(party[m] + (f" ×{n}" if n > 1 else "") for m, n in runs)
+
+
+class StepwiseDeliveries:
+    """Deliveries interleaved with a run and the dispatcher one hand-off
+    operation at a time (flag ``stepwise_deliveries``).
+
+    :meth:`ProducerRules.payload_arrives` runs a delivery to its end in one
+    step, so no other party ever moves inside its critical section (the
+    inbox lock, the push, the registry read, the release): on Redis those
+    are separate round trips. Here the delivery stops before its first bus
+    operation; then the deliveries to the session (this one, more that
+    begin on the way, or, when none of those can move, an older one still
+    under way, such as a late wake-up's), its run and the wake-up dispatcher move in the drawn order,
+    each by one operation of the hand-off (docs/reach.md counts the orders
+    this reaches): a second delivery's critical section meets the run that
+    the first one's wake-up had the dispatcher spawn. Whatever is
+    left of a delivery goes on as any movable task.
+    """
+
+    @story_rule(
+        **DELIVERY,
+        moves=st.lists(st.sampled_from(STEP_PARTIES), min_size=3, max_size=24),
+        says=lambda source, to, moves, node=None: (
+            f"A {source}{on(node)} delivers a message to {to}'s inbox ({INBOX.hand_off}) step by step, "
+            f"stopped before its first bus operation; then, one hand-off operation at a time: "
+            f"{_moves_in_words(to, moves)} (a party that cannot move passes its move on to the next "
+            "of a delivery, the run, the dispatcher that can). What is left of a delivery goes on "
+            "as a movable task."
+        ),
+    )
+    def payload_arrives_step_by_step(
+        self, source: str, to: str, moves: list[str], node: int | None = None,
+    ) -> None:
+        """A delivery whose bus operations interleave with the receiving
+        session's run, the dispatcher and the other deliveries under way."""
+        self._deliver(source, to, node, held=True)
+        for party in moves:
+            if party == "new delivery":
+                self._deliver(source, to, node, held=True)
+                continue
+            turn = MOVING.index(party)
+            for passed_to in MOVING[turn:] + MOVING[:turn]:
+                if self.world.hand_off_step(to, passed_to, node or 0):
+                    break
+
+    def _check(self, obs) -> None:
+        """Check as every machine does, once the ledger's deliveries are in
+        the order their payloads reached the inbox: a delivery held before
+        its push is overtaken by later ones, and the inbox's arrival order
+        is the delivery order the hand-off keeps (I5). Deliveries still
+        under way keep the order they began in, after those."""
+        for alias, markers in self.ledger.delivered.items():
+            arrived: dict[str, int] = {}
+            for pushed in self.world.inbox_pushes(alias):
+                arrived.setdefault(pushed.removeprefix("hint "), len(arrived))
+            markers.sort(key=lambda m: (m not in arrived, arrived.get(m, 0)))
+        super()._check(obs)  # the machine's own (HitlMachine._check)
