@@ -22,7 +22,7 @@ class HandOffSteps:
 
     def hand_off_step(self, alias: str, party: str, node: int = 0) -> bool:
         """One move of an interleaving aimed at ``alias``'s inbox hand-off;
-        whether ``party`` could move. ``delivery``: the newest delivery to
+        whether ``party`` could move. ``delivery``: the oldest delivery to
         ``alias`` that can move does its next bus operation. ``run``
         (``alias``'s run) or ``dispatcher`` (node ``node``'s wake-up
         dispatcher): it goes on until it has done one bus operation of the
@@ -31,7 +31,7 @@ class HandOffSteps:
         movable = {a.index for a in self.actors.movable()}
         if party == "delivery":
             self._deliveries = [d for d in self._deliveries if not d.done]
-            candidates = [d for d in reversed(self._deliveries) if self._acting_for.get(d) == alias]
+            candidates = [d for d in self._deliveries if self._acting_for.get(d) == alias]
         else:
             candidates = [self.run_of(alias) if party == "run" else self.dispatcher(node)]
         actor = next((a for a in candidates if a is not None and a.index in movable), None)

@@ -68,7 +68,7 @@ class LateWakeups:
 
 
 #: Who moves in a step-by-step delivery: the deliveries to the session
-#: (the newest that can move: its next bus operation), the session's run
+#: (the oldest that can move: its next bus operation), the session's run
 #: or the wake-up dispatcher (each up to and through its next operation of
 #: that session's hand-off); a party that cannot move passes its move on
 #: to the next of these that can. Or a new delivery begins (from the same
@@ -99,9 +99,9 @@ class StepwiseDeliveries:
     step, so no other party ever moves inside its critical section (the
     inbox lock, the push, the registry read, the release): on Redis those
     are separate round trips. Here the delivery stops before its first bus
-    operation; then the deliveries to the session (this one, more that
-    begin on the way, or, when none of those can move, an older one still
-    under way, such as a late wake-up's), its run and the wake-up dispatcher move in the drawn order,
+    operation; then the deliveries to the session (an older one still
+    under way, such as a late wake-up's, first while it can move; this one;
+    more that begin on the way), its run and the wake-up dispatcher move in the drawn order,
     each by one operation of the hand-off (docs/reach.md counts the orders
     this reaches): a second delivery's critical section meets the run that
     the first one's wake-up had the dispatcher spawn. Whatever is
