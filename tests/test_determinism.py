@@ -113,7 +113,9 @@ def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp
     assert first[0] and first[0] == second[0], "verdicts, windows' counts and folder names"
     assert first[2] == ({"bus": "redis", "nodes": 2} if deployment else {"bus": "fake", "nodes": 1})
     said = first[0]["I1"]  # what its story expected and what happened, from the run
-    if not REPORTED_BUG_IN_RELEASE:  # from 2.0.9 on, I1 holds within its `ci` budget
+    # From 2.0.9 on, I1's ci search finds only F13, a message to a parked
+    # session through the other node: it holds on the fake bus.
+    if not REPORTED_BUG_IN_RELEASE and not deployment:
         assert said["verdict"] == "holds" and said["counterexample"] is None and not first[1]
         return
     assert said["verdict"] == "VIOLATED"
@@ -121,7 +123,8 @@ def test_the_same_search_in_two_processes_gives_the_same_verdict_and_folders(tmp
     assert "ReplyEnd(ERROR) published for" in said["actual"]
     story = json.loads(first[1][f"{said['counterexample']}/story.json"])
     played = [step for step in story["steps"] if step["rule"] != "teardown"]
-    assert len(played) <= 4, "the folder holds the shrunk story, not the one found"
+    # the reported bug shrinks to 4 steps; F13 needs a fifth (the run reaches its turn tail)
+    assert len(played) <= (4 if REPORTED_BUG_IN_RELEASE else 5), "the folder holds the shrunk story, not the one found"
     assert first[1].keys() == second[1].keys()
     for name, data in first[1].items():
         assert data == second[1][name], f"{name} differs between the two runs"
