@@ -206,22 +206,6 @@ def test_a_step_that_no_longer_applies_ends_or_stops_the_replay_loudly():
     assert "'sings' is not one of the machine's turns" in str(replay(wrong_turn))
 
 
-def test_no_committed_doc_carries_a_machine_path():
-    """What is committed under docs/ is read elsewhere: no absolute path of
-    the machine that wrote it (a cache, a virtual environment, a temporary
-    folder)."""
-    import re
-
-    machine_path = re.compile(r"(?:/work|/root|/tmp|/home|/Users)/[\w.-]+/")
-    docs = Path(__file__).resolve().parent.parent / "docs"
-    found = [
-        f"{path.relative_to(docs)}: {hit.group(0)}"
-        for path in sorted(docs.rglob("*")) if path.is_file() and path.suffix in (".md", ".json", ".py")
-        for hit in [machine_path.search(path.read_text(encoding="utf-8"))] if hit
-    ]
-    assert found == []
-
-
 def test_a_story_names_where_agentscope_came_from_never_its_path():
     from properties.story.environment import INSTALLED, where_agentscope_came_from
 
