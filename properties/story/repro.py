@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import textwrap
 
+from ..catalog import BY_CODE
 from .narration import narrate
 from .record import Counterexample
 
 
 def render_repro(self: Counterexample) -> str:
     """``test_repro.py``: the steps as plain calls, no Hypothesis."""
+    machine = dict(self.machine)
+    # A violation found on the way by another property's search is
+    # enforced too, as replay enforces it, or the file would pass.
+    if self.code in BY_CODE:
+        machine["enforcing"] = sorted(set(machine.get("enforcing", [])) | {self.code})
     configuration = "".join(
-        f"\n        {k}={v!r}," for k, v in sorted(self.machine.items())
+        f"\n        {k}={v!r}," for k, v in sorted(machine.items())
     )
     body = []
     for n, step in enumerate(self.steps, 1):
