@@ -8,7 +8,7 @@ from properties.story.diagram import MAX_ARROWS, sequence_diagram
 from properties.story.record import Counterexample
 from properties.story.report import render_report
 
-FOLDER = Path(__file__).resolve().parent.parent / "docs" / "findings" / "counterexamples" / "I9-6c41441d"
+FOLDER = Path(__file__).resolve().parent.parent / "docs" / "findings" / "counterexamples" / "I9-df0f5ed0"
 
 
 def test_the_stop_and_the_run_that_lost_it_are_drawn_in_order():

@@ -67,7 +67,7 @@ def _after_the_crash(story_steps, cast, fixed: bool) -> tuple[str, list[str], bo
 
 
 def _registered_run_crashes(story) -> None:
-    """I11-4c1647af: solo's run, registered as its inbox's consumer, dies
+    """I11-fc2b8c8b: solo's run, registered as its inbox's consumer, dies
     after a channel delivered (no wake-up was queued for it)."""
     story.user_sends_message(model_turn="answers", session="solo")
     story.payload_arrives(source="channel", to="solo")
@@ -75,7 +75,7 @@ def _registered_run_crashes(story) -> None:
 
 
 def _woken_run_crashes(story) -> None:
-    """I11-598d0461: the dispatcher drains the worker's wake-up and spawns
+    """I11-309e87a8: the dispatcher drains the worker's wake-up and spawns
     its run, which dies before it consumes the invitation."""
     story.leader_invites_worker(worker_first_turn="calls GatedAction")
     story.one_task_takes_a_step(task="wakeup-dispatcher")

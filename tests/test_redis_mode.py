@@ -175,7 +175,7 @@ def test_a_violation_found_on_the_way_replays_as_itself():
     from properties.story.playback import replay
     from properties.story.record import Counterexample
 
-    folder = Path(__file__).parents[1] / "docs/findings/counterexamples/I1-fbf650b1"
+    folder = Path(__file__).parents[1] / "docs/findings/counterexamples/I1-4b9d3df6"
     recorded = Counterexample.load(folder)
     found_by_i5 = replace(recorded, machine={**recorded.machine, "enforcing": ["I5"]})
     failure = replay(found_by_i5)

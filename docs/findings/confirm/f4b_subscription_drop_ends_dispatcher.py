@@ -29,7 +29,7 @@ The script:
    through the chat endpoint, which queues a ``resume`` trigger. 3 s
    later: was a run spawned for it, and does the stored context hold the
    call's result? (The harness's I7, "confirm/resume always completes",
-   found by I6's search on 2.0.11: ``counterexamples/I7-84fbe890``.)
+   found by I6's search on 2.0.11: ``counterexamples/I7-2805744a``.)
 
 What happens (2.0.8 and 2.0.11, redis-py 8.1.0, Debian's redis-server
 7.0.15): the pending ``get_message`` raises

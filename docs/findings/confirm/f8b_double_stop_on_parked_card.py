@@ -4,7 +4,7 @@ turn tail.
 
 The story, from the harness (2.0.8 and 2.0.11; I14's search met it on the
 way in stories of 12 and 14 steps, cut down to 3 that still fail:
-``docs/findings/counterexamples/I10-9bf1cf0b``): the user messages ``solo``, whose model calls
+``docs/findings/counterexamples/I10-8be5ca78``): the user messages ``solo``, whose model calls
 ``GatedAction``; the call parks (``ASKING``) and ``REQUIRE_USER_CONFIRM``
 is published. The run goes on to its turn tail, with nothing in the
 inbox. The user presses stop twice (a double click on the card's stop).
