@@ -314,6 +314,10 @@ def machine_enforcing(*codes: str, **narrowing) -> type[HitlMachine]:
 def machine_for(code: str) -> type[HitlMachine]:
     """The machine that searches property ``code``, as its catalog record
     says, on the deployment in use."""
-    return machine_enforcing(
-        code, **BY_CODE[code].machine, bus=DEPLOYMENT.bus, nodes=DEPLOYMENT.nodes,
-    )
+    machine = dict(BY_CODE[code].machine)
+    if DEPLOYMENT.bus == "redis":
+        # Deliveries held part-way across a real server's round trips do
+        # not yet replay identically (I3's search broke on Hypothesis'
+        # FlakyStrategyDefinition): Redis mode searches without them.
+        machine.pop("stepwise_deliveries", None)
+    return machine_enforcing(code, **machine, bus=DEPLOYMENT.bus, nodes=DEPLOYMENT.nodes)
