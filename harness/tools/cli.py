@@ -176,8 +176,8 @@ def _parser() -> argparse.ArgumentParser:
         "a wheel file, or an agentscope source checkout (a folder)",
     )
     gate.add_argument("--with-fix", action="store_true",
-                      help="apply each reference fix that targets the release (the seven "
-                      "fixes and the releases they reach are listed below)")
+                      help="apply each reference fix that targets the release (the fixes "
+                      "and the releases they reach are listed below)")
     gate.add_argument("--profile", default="ci", choices=("dev", "ci", "thorough"),
                       help="Hypothesis profile (default: ci, derandomized)")
     gate.add_argument("--json", type=Path, metavar="FILE", help="write the verdicts as JSON")
