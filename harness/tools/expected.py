@@ -124,9 +124,11 @@ def compare(
     expected: dict,
     known: list[known_list.Known],
     version: str,
+    deployment: Deployment = Deployment(),
 ) -> list[Line]:
     """One :class:`Line` per property of the catalog (and per property the
-    run or the file names that the catalog does not)."""
+    run or the file names that the catalog does not), the known list read
+    for the ``deployment`` searched on."""
     from properties.catalog import BY_CODE, code_order  # pylint: disable=import-outside-toplevel
 
     wanted = expected["verdicts"]
@@ -164,21 +166,22 @@ def compare(
         if got["verdict"] == ERROR:
             changes.append(f"the search broke with no story: {got.get('actual') or 'see the log'}")
         broken = got["verdict"] not in ("holds", NOT_APPLICABLE, ERROR)
-        said = [f"{got['verdict']}{_findings(known, code, [code], version, broken, changes)}"]
+        said = [f"{got['verdict']}{_findings(known, code, [code], (version, deployment), broken, changes)}"]
         for other in also:
-            said.append(f"also found {other}{_findings(known, other, [code], version, True, changes)}")
+            said.append(f"also found {other}{_findings(known, other, [code], (version, deployment), True, changes)}")
         said.append(_windows(counts))
         said.append(drift)
         lines.append(Line(code, "; ".join(s for s in said if s), changes))
     return lines
 
 
-def _findings(known, code: str, searches: list[str], version: str, violated: bool,
-              changes: list[str]) -> str:
-    """`` (F1)`` for a violation the known list names; a change otherwise."""
+def _findings(known, code: str, searches: list[str], where: tuple[str, Deployment],
+              violated: bool, changes: list[str]) -> str:
+    """`` (F1)`` for a violation the known list names on ``where`` (a
+    release and a deployment); a change otherwise."""
     if not violated:
         return ""
-    names, uncovered = known_list.findings(known, code, searches, version)
+    names, uncovered = known_list.findings(known, code, searches, *where)
     if uncovered:
         changes.append(f"{code} found by {', '.join(uncovered)}'s search is no known finding")
     return f" ({', '.join(names)})" if names else " (not known)"
@@ -261,7 +264,7 @@ def expect(
         print(f"hitl-harness expect: error: {path} holds the verdicts of agentscope "
               f"{expected.get('agentscope')}, not of {version}", file=sys.stderr)
         return 2
-    lines = compare(verdicts, expected, known, version)
+    lines = compare(verdicts, expected, known, version, Deployment.from_options(deployment))
     for line in lines:
         print(line.render())
     changed = [line.code for line in lines if not line.ok]

@@ -23,6 +23,8 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
+from harness.world.deployment import Deployment
+
 from . import known as known_list
 from .outcomes import JSON_READABLE, NOT_APPLICABLE, Exit, Row, code_order, violated
 
@@ -49,8 +51,10 @@ def violations(row: Row) -> dict[str, list[str]]:
     return dict(sorted(found.items(), key=lambda item: code_order(item[0])))
 
 
-def classify(row: Row, baseline: Row | None, known: list[known_list.Known]) -> None:
-    """Set ``row.comparison`` and ``row.new`` (the failing properties)."""
+def classify(row: Row, baseline: Row | None, known: list[known_list.Known],
+             deployment: Deployment = Deployment()) -> None:
+    """Set ``row.comparison`` and ``row.new`` (the failing properties),
+    the known list read for the ``deployment`` the gate searched on."""
     now = violations(row)
     usable = baseline is not None and bool(baseline.verdicts)
     before = violations(baseline) if usable else {}
@@ -72,7 +76,7 @@ def classify(row: Row, baseline: Row | None, known: list[known_list.Known]) -> N
         elif code not in now and any(s != code for s in before.get(code, [])):
             entry["on_the_way"] = "gone"
         if code in now:
-            names, uncovered = known_list.findings(known, code, now[code], row.version)
+            names, uncovered = known_list.findings(known, code, now[code], row.version, deployment)
             entry.update(found_by=now[code], known=names, not_known=uncovered)
             own_fails = kind in (NEW, VIOLATED) and code in uncovered
             way_fails = entry["on_the_way"] in ("new", "found") if others else False

@@ -17,6 +17,8 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
+from harness.world.deployment import Deployment
+
 from . import compare, environments, inputs, junit, pregate, progress, reports, runner
 from .outcomes import Exit, Row, exit_code
 from .shards import Shard
@@ -211,7 +213,7 @@ async def _gate_all(plan: inputs.Plan, options: Options, live: bool | None,
                 row.role, row.new = "baseline", []
                 base = row
             elif row.verdicts:
-                compare.classify(row, base, plan.known)
+                compare.classify(row, base, plan.known, Deployment.from_options(options.deployment))
             rows.append(row)
         work.cancel_scope.cancel()
 

@@ -20,6 +20,11 @@ A list is a JSON file (``--known FILE``; the project's own is
   property's own search is its own code; another code is a search that
   found it on the way (the verdict's ``also_found``). Without it, every
   search.
+- ``deployments`` (optional): the deployments it is known on, each as a
+  verdicts file says it (``{"bus": "redis", "nodes": 2}``). Without it,
+  every deployment. A finding only a multi-process deployment shows (F13)
+  is listed for it alone, so the same violation on the fake bus still
+  fails a gate.
 """
 from __future__ import annotations
 
@@ -29,6 +34,8 @@ from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+
+from harness.world.deployment import Deployment, DeploymentRefused
 
 
 class BadList(Exception):
@@ -44,13 +51,17 @@ class Known:
     finding: str
     found_by: frozenset[str] | None = None
     note: str = ""
+    deployments: frozenset[Deployment] | None = None
 
-    def covers(self, code: str, search: str, version: str | None) -> bool:
+    def covers(self, code: str, search: str, version: str | None,
+               deployment: Deployment = Deployment()) -> bool:
         """Whether the violation of ``code`` that ``search`` found on
-        ``version`` is this one."""
+        ``version``, searched on ``deployment``, is this one."""
         if code != self.property or version is None:
             return False
         if self.found_by is not None and search not in self.found_by:
+            return False
+        if self.deployments is not None and deployment not in self.deployments:
             return False
         try:
             release = Version(version)
@@ -99,23 +110,34 @@ def _entry(entry, where: str) -> Known:
         except InvalidSpecifier:
             raise BadList(f"{where}: {text!r} is not a version specifier") from None
     found_by = entry.get("found_by")
+    deployments = entry.get("deployments")
+    if deployments is not None:
+        if not isinstance(deployments, list) or not deployments:
+            raise BadList(f"{where}: deployments is not a list of deployments")
+        try:
+            deployments = frozenset(Deployment.from_record(d) for d in deployments)
+        except DeploymentRefused as refused:
+            raise BadList(f"{where}: {refused}") from None
     return Known(
         property=entry["property"],
         releases=tuple(releases),
         finding=str(entry["finding"]),
         found_by=frozenset(found_by) if found_by is not None else None,
         note=str(entry.get("note", "")),
+        deployments=deployments,
     )
 
 
-def findings(known: list[Known], code: str, searches: list[str],
-             version: str | None) -> tuple[list[str], list[str]]:
+def findings(known: list[Known], code: str, searches: list[str], version: str | None,
+             deployment: Deployment = Deployment()) -> tuple[list[str], list[str]]:
     """For the violation of ``code`` each of ``searches`` found on
-    ``version``: the findings it is known as (for each search, the first
-    entry that covers it), and the searches whose find no entry covers."""
+    ``version`` and ``deployment``: the findings it is known as (for each
+    search, the first entry that covers it), and the searches whose find no
+    entry covers."""
     names, uncovered = [], []
     for search in searches:
-        covering = next((k.finding for k in known if k.covers(code, search, version)), None)
+        covering = next((k.finding for k in known if k.covers(code, search, version, deployment)),
+                        None)
         if covering is None:
             uncovered.append(search)
         elif covering not in names:
