@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 # pylint: disable=wrong-import-position
 from packaging.version import Version
 
+from harness.tools.findings import FINDING_ID, confirming_scripts, finding_order, titles
 from harness.tools.gate import known as known_list
 from harness.world.deployment import Deployment
 from properties.catalog import code_order
@@ -40,52 +41,14 @@ INDEX = FINDINGS / "index.md"
 FOLDERS = FINDINGS / "counterexamples"
 CONFIRM = FINDINGS / "confirm"
 
-#: A finding's id as the docs write it: F4, or a variant F4b.
-FINDING_ID = re.compile(r"^F(\d+)([a-z]?)$")
-
-
-def finding_order(finding: str) -> tuple[int, str]:
-    """F2 before F10; a name that is no F-number (``triage``) last."""
-    match = FINDING_ID.match(finding)
-    return (int(match.group(1)), match.group(2)) if match else (10**6, finding)
-
-
-def titles() -> dict[str, str]:
-    """Each finding's title, from its heading in ``docs/findings.md``."""
-    text = (ROOT / "docs" / "findings.md").read_text(encoding="utf-8")
-    return {m.group(1): m.group(2).strip() for m in re.finditer(r"^### (F\d+)\. (.+)$", text, re.M)}
-
-
-def confirming_scripts() -> list[tuple[list[str], str, str]]:
-    """The confirm README's table: for each row, the finding ids it names
-    (none for a promise or a tool), its first cell, and its script."""
-    rows, in_table = [], False
-    for line in (CONFIRM / "README.md").read_text(encoding="utf-8").splitlines():
-        if line.startswith("| finding | script |"):
-            in_table = True
-            continue
-        if not in_table:
-            continue
-        if not line.startswith("|"):
-            break
-        cells = line.split("|")
-        first, second = cells[1].strip(), cells[2]
-        script = re.search(r"\]\(([^)]+\.py)\)", second)
-        if first.startswith("---") or script is None:
-            continue
-        named = first.split(" (")[0]
-        ids = [part.strip() for part in named.split(",")]
-        rows.append(([i for i in ids if FINDING_ID.match(i)], first, script.group(1)))
-    return rows
-
-
 def folders(known: list[known_list.Known]) -> list[tuple[Counterexample, str, list[str]]]:
     """Each committed folder's story, its name and the findings it shows."""
     found = []
     for path in sorted(FOLDERS.glob("*/story.json")):
         story = Counterexample.load(path.parent)
         searches = list(story.machine.get("enforcing") or [story.code])
-        names, _ = known_list.findings(known, story.code, searches, story.agentscope_version)
+        names, _ = known_list.findings(known, story.code, searches, story.agentscope_version,
+                                       Deployment.from_configuration(story.machine))
         found.append((story, path.parent.name, names))
     return sorted(found, key=lambda f: (code_order(f[0].code), Version(f[0].agentscope_version), f[1]))
 

@@ -37,8 +37,8 @@ def example_from(output: str) -> str:
     story = [l for l in lines if l.startswith("state = ") or l.startswith("state.")]
     verdict_at = next(i for i, l in enumerate(lines) if l.startswith("  VIOLATED  I1 "))
     verdict = [re.sub(r"-> \S*/(I1-[0-9a-f]{8})$", r"-> counterexamples/\1", lines[verdict_at]),
-               lines[verdict_at + 1]]
-    assert verdict[1].lstrip().startswith("reached:")
+               lines[verdict_at + 1], lines[verdict_at + 2]]
+    assert verdict[1].lstrip().startswith("finding F1 ") and verdict[2].lstrip().startswith("reached:")
     return "\n".join(failure + ["...", *story, "...", *verdict]) + "\n"
 
 

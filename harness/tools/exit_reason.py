@@ -4,53 +4,41 @@ way: I1 (F1) -> counterexamples/I1-...``), the findings named from the
 known list (``docs/findings/known.json``) where the harness has it."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-#: The project's known violations, where the harness is a checkout.
-KNOWN = Path(__file__).resolve().parents[2] / "docs" / "findings" / "known.json"
+from harness.world.deployment import Deployment
 
 #: The exit code of a run ended by Ctrl-C (128 + SIGINT), as a shell's.
 INTERRUPTED = 130
 
 
-def _known() -> list:
-    # the gate's package imports this plugin's module: read once both are loaded
-    from .gate import known as known_list  # pylint: disable=import-outside-toplevel
+def _named(code: str, search: str, version: str | None, deployment: Deployment) -> str:
+    from .findings import named  # pylint: disable=import-outside-toplevel
 
-    try:
-        return known_list.load(KNOWN)
-    except (OSError, known_list.BadList):
-        return []
+    found = named(code, [search], version, deployment)
+    return f" ({found.finding})" if found is not None and found.finding else ""
 
 
-def _named(known, code: str, search: str, version: str | None) -> str:
-    from .gate.known import findings  # pylint: disable=import-outside-toplevel
-
-    names, _ = findings(known, code, [search], version)
-    return f" ({', '.join(names)})" if names else ""
-
-
-def _violations(verdicts: dict[str, dict], version: str | None) -> tuple[list[str], list[str]]:
+def _violations(verdicts: dict[str, dict], version: str | None,
+                deployment: Deployment) -> tuple[list[str], list[str]]:
     """The searched properties violated, and the violations found on the
     way, each as ``I1 (F1) -> folder``."""
-    known = _known()
     violated, on_the_way = [], []
     for code, entry in verdicts.items():
         if entry["verdict"] in ("VIOLATED", "crash"):
             where = f" -> {entry['counterexample']}" if entry.get("counterexample") else ""
-            violated.append(f"{code}{_named(known, code, code, version)}{where}")
+            violated.append(f"{code}{_named(code, code, version, deployment)}{where}")
         for other, folder in entry.get("also_found", {}).items():
-            on_the_way.append(f"{other}{_named(known, other, code, version)} -> {folder}")
+            on_the_way.append(f"{other}{_named(other, code, version, deployment)} -> {folder}")
     return violated, on_the_way
 
 
-def reason(exitstatus: int, verdicts: dict[str, dict], version: str | None) -> str:
+def reason(exitstatus: int, verdicts: dict[str, dict], version: str | None,
+           deployment: Deployment = Deployment()) -> str:
     """``exit N: why``, from the run's exit code and its verdicts (in the
-    order the properties finished)."""
+    order the properties finished), searched on ``deployment``."""
     errors = [code for code, entry in verdicts.items() if entry["verdict"] == "ERROR"]
-    violated, on_the_way = _violations(verdicts, version)
+    violated, on_the_way = _violations(verdicts, version, deployment)
     found = f"found on the way: {', '.join(on_the_way)}" if on_the_way else ""
     if exitstatus == pytest.ExitCode.OK:
         held = sum(entry["verdict"] == "holds" for entry in verdicts.values())

@@ -203,6 +203,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         return
     from properties.story import folder  # pylint: disable=import-outside-toplevel
 
+    from . import findings  # pylint: disable=import-outside-toplevel
+
     # A test outside the suite (a folder's test_repro.py) writes only when asked.
     parent = counterexamples_folder(item.config, asked_only=prop is None)
     if prop is not None and prop.not_applicable() is None:
@@ -226,7 +228,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             report.user_properties.append(("pairs_not_applicable", reach.not_applicable()))
         for code in sorted(FOUND_ON_THE_WAY, key=code_order):
             try:
-                written = str(folder.write(FOUND_ON_THE_WAY[code], parent))
+                named = findings.of_story(FOUND_ON_THE_WAY[code])
+                report.user_properties.append(("named", (code, findings.record(named))))
+                written = str(folder.write(FOUND_ON_THE_WAY[code], parent, named))
                 where = f"{written}/ (not shrunk)"
             except folder.FolderTaken as taken:  # another story's folder: said, kept
                 written = where = str(taken)
@@ -243,8 +247,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if parent is None:
         return
     for story in _stories_in(call.excinfo.value):
+        named = findings.of_story(story)
+        report.user_properties.append(("named", (story.code, findings.record(named))))
         try:
-            written = folder.write(story, parent)
+            written = folder.write(story, parent, named)
         except folder.FolderTaken as taken:  # another story's folder: said, kept
             report.user_properties.append(("found", story.code))
             report.user_properties.append(("says", story.expected_and_actual()))
@@ -308,8 +314,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         verdict, also = entry["verdict"], entry["also_found"]
         folders = [entry["counterexample"]] if entry["counterexample"] else []
         if _SAY_VERDICTS:
-            where = f" {folders[0]}" if folders else ""
-            extra = "".join(f" (also found {c}: {f})" for c, f in also.items())
+            from .findings import label  # pylint: disable=import-outside-toplevel
+
+            named = entry["findings"]
+            where = (f" {folders[0]}" if folders else "") + label(named.get(code))
+            extra = "".join(f" (also found {c}{label(named.get(c))}: {f})" for c, f in also.items())
             print(f"\n{VERDICT_LINE} {code} {verdict}{where}{extra}", flush=True)
 
 
@@ -370,5 +379,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         return
     status = _SESSION[0].exitstatus
     if _VERDICTS or status == exit_reason.INTERRUPTED:
-        line = exit_reason.reason(status, _VERDICTS, agentscope_under_test.version())
+        line = exit_reason.reason(status, _VERDICTS, agentscope_under_test.version(),
+                                  _deployment_in_use())
         reporter.write_line(line, bold=True, red=status != 0, green=status == 0)

@@ -52,6 +52,7 @@ def entry(report, code: str, slug: str, seconds: float) -> dict:
             other: {"expected": e, "actual": a}
             for other, (e, a) in (v for k, v in said if k == "found_on_the_way_says")
         },
+        "findings": dict(v for k, v in said if k == "named" and v[1] is not None),
         "windows": next((v for k, v in said if k == "windows"), {}),
         "pairs": next((v for k, v in said if k == "pairs"), {}),
     }
@@ -85,6 +86,9 @@ def summary_lines(verdicts: dict[str, dict]) -> list[str]:
         entry = verdicts[code]
         where = f"  -> {entry['counterexample']}" if entry["counterexample"] else ""
         lines.append(f"  {entry['verdict']:<9} {code} {entry['title']}{where}")
+        named = entry.get("findings", {})
+        if code in named:
+            lines.append(f"            {finding_line(named[code])}")
         if entry.get("why"):
             lines.append(f"            {entry['why']}")
         for part in entry.get("left_out", []):
@@ -101,7 +105,20 @@ def summary_lines(verdicts: dict[str, dict]) -> list[str]:
             lines.append(f"            pairs not applicable here: {entry['pairs_not_applicable']}")
         for other, written in entry["also_found"].items():
             lines.append(f"            its search also found {other} -> {written}")
+            if other in named:
+                lines.append(f"              {finding_line(named[other])}")
     return lines
+
+
+def finding_line(named: dict) -> str:
+    """``finding F1: title; confirmed by ...; upstream report ...`` (from
+    :func:`.findings.record`)."""
+    if not named["finding"]:
+        return "finding: none in the known list covers it (new, or on a release its entry does not list)"
+    title = f" ({named['title']})" if named["title"] else ""
+    confirmed = ", ".join(named["confirmed_by"]) or "no script yet"
+    upstream = ", ".join(named["upstream"]) or "none written"
+    return f"finding {named['finding']}{title}; confirmed by {confirmed}; upstream report: {upstream}"
 
 
 def windows_line(entry: dict) -> str:

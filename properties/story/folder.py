@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .record import Counterexample, UnreadableStory
-from .report import render_report
+from .report import NamedFinding, render_report
 from .repro import render_repro
 
 #: Where counterexample folders go unless told otherwise.
@@ -22,14 +22,16 @@ class FolderTaken(FileExistsError):
     """The folder a story would be written to holds another story (one line)."""
 
 
-def write(story: Counterexample, parent: str | Path = DEFAULT_PARENT) -> Path:
+def write(story: Counterexample, parent: str | Path = DEFAULT_PARENT,
+          finding: NamedFinding | None = None) -> Path:
     """Write the folder (rewriting the same story's) and return its path;
-    raise :class:`FolderTaken` if it holds a different story."""
+    raise :class:`FolderTaken` if it holds a different story. ``report.md``
+    names ``finding`` when given (the known list lives above this layer)."""
     folder = Path(parent) / story.name
     _refuse_another_story(folder, story)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "story.json").write_text(story.to_json(), encoding="utf-8")
-    (folder / "report.md").write_text(render_report(story), encoding="utf-8")
+    (folder / "report.md").write_text(render_report(story, finding, folder), encoding="utf-8")
     (folder / "test_repro.py").write_text(render_repro(story), encoding="utf-8")
     return folder
 

@@ -2,6 +2,10 @@
 without running anything."""
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
 from .diagram import sequence_diagram
 from .environment import environment_lines
 from .narration import narrate
@@ -13,8 +17,43 @@ from .record import Counterexample
 TIMELINE_LINES = 400
 
 
-def render_report(self: Counterexample) -> str:
-    """``report.md``: paste into an issue as it is."""
+@dataclass(frozen=True)
+class NamedFinding:
+    """The finding a story shows, as the harness's known list names it
+    (``finding`` empty: no entry covers it), with the scripts that confirm
+    it outside the harness and its upstream reports (paths in the
+    harness's repository, ``root``)."""
+
+    finding: str
+    title: str
+    confirmed_by: tuple[Path, ...]
+    upstream: tuple[Path, ...]
+    root: Path
+
+    def line(self, folder: Path | None) -> str:
+        """``- **Finding F1:** title. Confirmed by [...](...); upstream report [...](...).``,
+        linked relative to ``folder`` when it lies in the repository."""
+        if not self.finding:
+            return ("- **Finding:** none that the harness's known list (`docs/findings/known.json`) "
+                    "covers: a new violation, or a known one on a release its entry does not "
+                    "list. Confirm it outside the harness before reporting it.")
+        confirmed = ", ".join(self._link(p, folder) for p in self.confirmed_by) or "no script yet"
+        upstream = ", ".join(self._link(p, folder) for p in self.upstream) or "none written"
+        title = f" {self.title}." if self.title else ""
+        return (f"- **Finding {self.finding}:**{title} Confirmed outside the harness by "
+                f"{confirmed}; upstream report: {upstream}.")
+
+    def _link(self, path: Path, folder: Path | None) -> str:
+        inside = folder is not None and folder.resolve().is_relative_to(self.root)
+        if inside:
+            return f"[`{path.name}`]({os.path.relpath(path, folder.resolve())})"
+        return f"`{path.relative_to(self.root)}` (in the harness's repository)"
+
+
+def render_report(self: Counterexample, finding: NamedFinding | None = None,
+                  folder: Path | None = None) -> str:
+    """``report.md``: paste into an issue as it is; with the finding it
+    shows, when the harness knows, linked from ``folder``."""
     fix = (f" with the harness's reference fixes {', '.join(self.fixes)} applied" if self.fixes
            else " with the harness's reference fix applied" if self.reference_fix else "")
     story = "\n".join(
@@ -39,7 +78,7 @@ def render_report(self: Counterexample) -> str:
 
 {environment}
 - **Property {self.code}:** {self.statement}
-- **Found by:** agentscope-hitl-harness, a property-based test of agentscope's
+{finding.line(folder) + chr(10) if finding is not None else ""}- **Found by:** agentscope-hitl-harness, a property-based test of agentscope's
   human-in-the-loop runs; the failing story it found was shrunk to the {len(self.steps)} steps below.
 - **Reproduce:** `pytest test_repro.py` (this folder), or `hitl-harness replay <this folder>`.
 
