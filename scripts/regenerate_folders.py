@@ -1,6 +1,7 @@
 """Rewrite the committed counterexample folders in the current format.
 
     python scripts/regenerate_folders.py [--python VERSION=INTERPRETER ...] [FOLDER ...]
+    python scripts/regenerate_folders.py --render-only [FOLDER ...]
 
 Each folder under ``docs/findings/counterexamples/`` (or each FOLDER given)
 is played again by its own ``test_repro.py`` on the release it was found on,
@@ -11,6 +12,12 @@ deployment, release, fixes), so a new format or a new id formula gives new
 ids: every mention of an old id in a committed text file is rewritten to
 the new one. A story that no longer fails on its release, or a release with
 no interpreter, is left as it is and named. Exit 1 when any folder was left.
+
+``--render-only`` plays nothing: each folder's ``report.md`` is rendered
+again from its ``story.json``, for a change in what a report says (the
+finding it names) that leaves the story's record, and so its id, as it is
+(``test_repro.py`` is kept: a loaded story's arguments come back in
+``story.json``'s sorted order, not the rule's).
 """
 from __future__ import annotations
 
@@ -70,11 +77,32 @@ def _rewrite_mentions(renamed: dict[str, str]) -> list[str]:
     return changed
 
 
+def _render_again(folders: list[Path]) -> int:
+    """Write each folder's ``report.md`` again from its ``story.json``."""
+    sys.path.insert(0, str(ROOT))
+    # pylint: disable=import-outside-toplevel
+    from harness.tools import findings
+    from properties.story.record import Counterexample
+    from properties.story.report import render_report
+
+    for folder in folders:
+        story = Counterexample.load(folder)
+        report = render_report(story, findings.of_story(story), folder)
+        (folder / "report.md").write_text(report, encoding="utf-8")
+        print(f"rendered {folder.name}/report.md again")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", action="append", default=[], metavar="VERSION=INTERPRETER")
+    parser.add_argument("--render-only", action="store_true",
+                        help="play nothing: render report.md again from story.json")
     parser.add_argument("folders", nargs="*", type=Path)
     args = parser.parse_args()
+    if args.render_only:
+        return _render_again(args.folders or sorted(p for p in FOLDERS.iterdir()
+                                                    if (p / "story.json").is_file()))
     interpreters = {_version_of(sys.executable): sys.executable}
     for pair in args.python:
         version, _, interpreter = pair.partition("=")

@@ -195,3 +195,29 @@ def test_the_index_maps_a_folder_found_on_the_way_to_its_finding():
     assert {name for name in shown} == {p.parent.name for p in FOLDERS.glob("*/story.json")}
     on_the_way = [name for name in shown if name.startswith("I7-")]
     assert all(shown[name] == ["F4"] for name in on_the_way), {n: shown[n] for n in on_the_way}
+
+
+def test_every_committed_report_names_the_finding_it_shows():
+    """Each committed ``report.md`` says which finding it is, as the known
+    list names it for the folder's property, release, search and
+    deployment, with links to the confirming scripts and upstream report
+    that resolve from the folder (``regenerate_folders.py --render-only``
+    writes it)."""
+    from harness.tools import findings
+    from properties.story.record import Counterexample
+
+    wrong, unnamed, dangling = [], [], []
+    for path in sorted(FOLDERS.glob("*/story.json")):
+        folder = path.parent
+        named = findings.of_story(Counterexample.load(folder))
+        report = (folder / "report.md").read_text(encoding="utf-8")
+        if named is None or not named.finding:
+            unnamed.append(folder.name)
+        elif named.line(folder) not in report:
+            wrong.append(f"{folder.name} (should name {named.finding})")
+        for target in re.findall(r"\]\((\.\./[^)]+)\)", report):
+            if not (folder / target).resolve().is_file():
+                dangling.append(f"{folder.name} -> {target}")
+    assert wrong == [], "reports that do not name their finding as known.json does: " + ", ".join(wrong)
+    assert unnamed == [], "committed folders no known.json entry covers: " + ", ".join(unnamed)
+    assert dangling == [], "links from reports to no file: " + ", ".join(dangling)
