@@ -23,6 +23,7 @@ def test_a_known_violation_is_named_with_its_scripts_and_report():
     assert "docs/findings/confirm/f8_double_stop_in_turn_tail.py" in record["confirmed_by"]
     assert record["upstream"] == ["docs/upstream/F8.md"]
     assert findings.label(record).startswith(" [F8: docs/findings/confirm/")
+    assert findings.label(record, links=False) == " [F8]"  # found on the way: its report links
     line = verdicts.finding_line(record)
     assert line.startswith("finding F8 (A double stop") and "upstream report: docs/upstream/F8.md" in line
 

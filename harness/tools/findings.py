@@ -138,13 +138,14 @@ def record(found: NamedFinding | None) -> dict | None:
     }
 
 
-def label(found: dict | None) -> str:
+def label(found: dict | None, links: bool = True) -> str:
     """`` [F1: docs/findings/confirm/f1_....py, docs/upstream/F1.md]`` for
-    a verdict line, from :func:`record` (paths from the repository's root), `` [no known
+    a verdict line, from :func:`record` (`` [F1]`` without ``links``: a
+    violation found on the way, whose folder's report links them) (paths from the repository's root), `` [no known
     finding]``; "" when the docs are not here."""
     if found is None:
         return ""
     if not found["finding"]:
         return " [no known finding]"
-    paths = [*found["confirmed_by"], *found["upstream"]]
+    paths = [*found["confirmed_by"], *found["upstream"]] if links else []
     return f" [{found['finding']}" + (f": {', '.join(paths)}" if paths else "") + "]"

@@ -318,7 +318,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
             named = entry["findings"]
             where = (f" {folders[0]}" if folders else "") + label(named.get(code))
-            extra = "".join(f" (also found {c}{label(named.get(c))}: {f})" for c, f in also.items())
+            extra = "".join(f" (also found {c}{label(named.get(c), links=False)}: {f})" for c, f in also.items())
             print(f"\n{VERDICT_LINE} {code} {verdict}{where}{extra}", flush=True)
 
 
