@@ -327,3 +327,23 @@ def test_the_help_lists_every_exit_code(capsys):
             assert f"  {int(code)}  " in listed["merge"], code
     assert "\n  3-6  a SPEC could not run" in listed["merge"]
     assert "7  a property suite did not finish within its --budget" in listed["gate"]
+
+
+def test_the_json_carries_no_path_of_this_machine(tmp_path, monkeypatch):
+    """Where agentscope came from is said in words, and a replayed folder
+    under the working directory is relative to it: the project commits its
+    gate's JSON (docs/findings/gate-ci.json)."""
+    monkeypatch.chdir(tmp_path)
+    rows = _compared()
+    installed = str(tmp_path / "env" / "lib" / "python3.11" / "site-packages" / "agentscope")
+    rows[0].path = installed
+    folder = tmp_path / "docs" / "findings" / "counterexamples" / "I1-00000000"
+    elsewhere = "/elsewhere/I1-11111111"
+    rows[0].pregate = [{"folder": "I1-00000000", "path": str(folder)},
+                       {"folder": "I1-11111111", "path": elsewhere}]
+    write_json(rows, tmp_path / "v.json", exit_code(rows))
+    text = (tmp_path / "v.json").read_text(encoding="utf-8")
+    spec = json.loads(text)["specs"][0]
+    assert spec["path"] == "an installed distribution"
+    assert [e["path"] for e in spec["pregate"]] == ["docs/findings/counterexamples/I1-00000000", elsewhere]
+    assert str(tmp_path) not in text

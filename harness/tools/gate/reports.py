@@ -7,6 +7,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from properties.story.environment import where_agentscope_came_from
+
 from . import pregate
 from .compare import HOLDS, NEW, ORDER
 from .outcomes import JSON_SCHEMA, MEANING, Exit, Row, code_order
@@ -99,6 +101,11 @@ def meaning(rows: list[Row], code: Exit) -> str:
     return MEANING[code]
 
 
+def _under_cwd(path: str) -> str:
+    inside = Path(path).is_absolute() and Path(path).is_relative_to(Path.cwd())
+    return str(Path(path).relative_to(Path.cwd())) if inside else path
+
+
 def write_json(rows: list[Row], path: Path, exit_code: Exit, **run) -> None:
     """The same verdicts, machine-readable (:data:`.outcomes.JSON_SCHEMA`): per
     SPEC, per property its verdict, the seconds its search took, its
@@ -124,8 +131,15 @@ def write_json(rows: list[Row], path: Path, exit_code: Exit, **run) -> None:
 
 
 def _spec(row: Row) -> dict:
-    """One SPEC's entry: the row, each verdict with its classification."""
+    """One SPEC's entry: the row, each verdict with its classification;
+    where agentscope came from as words (a checkout's path is its SPEC's
+    name), and each replayed folder relative to the working directory when
+    under it, so that a committed file carries no path of this machine."""
     entry = {**asdict(row), "outcome": row.outcome.name.lower()}
+    if row.path:
+        entry["path"] = where_agentscope_came_from(row.path)
+    entry["pregate"] = [{**e, "path": _under_cwd(e["path"])} if e.get("path") else e
+                        for e in entry.get("pregate") or []]
     entry["verdicts"] = {
         code: {**verdict, "classification": row.comparison.get(code, {}).get("classification")}
         for code, verdict in sorted(row.verdicts.items(), key=lambda kv: code_order(kv[0]))
