@@ -32,7 +32,8 @@ BUSES = ("fake", "redis")
 
 #: Options that ask for the harness whatever is collected (``dest`` names).
 ASKING = ("hitl_harness", "hitl_reference_fix", "hitl_counterexamples", "hitl_verdicts_json",
-          "hitl_verdict_lines", "hitl_bus", "hitl_nodes", "hitl_progress_file", "hitl_example_db")
+          "hitl_verdict_lines", "hitl_bus", "hitl_nodes", "hitl_progress_file", "hitl_example_db",
+          "hitl_patch")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,6 +47,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--hitl-reference-fix", action="store_true", default=False,
         help="apply every reference fix that targets the agentscope under test before "
         "running (refused on a release no fix targets; `hitl-harness gate --help` lists them)",
+    )
+    group.addoption(
+        "--hitl-patch", metavar="MODULE", default=None,
+        help="your own runtime patch layer, put under test with agentscope: a dotted "
+        "module name or a path to a .py file, with install() (and optionally "
+        "uninstall()); imported and installed once before any story, after the "
+        "reference fixes; its name and source digest are recorded in each story",
     )
     group.addoption(
         "--hitl-bus", choices=BUSES, default=None,

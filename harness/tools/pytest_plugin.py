@@ -8,8 +8,10 @@ this module is never imported in another project's run.
 - ``--hitl-reference-fix`` applies :mod:`reference_fix` before any test runs,
   and stops the session with a clear message on a release it does not
   target;
+- ``--hitl-patch MODULE`` installs the user's own patch layer
+  (:mod:`harness.world.patch_layer`) over agentscope before any test;
 - the header names the agentscope under test (version and path), whether
-  the fix is on, and the Hypothesis profile;
+  the fix is on, the patch layer, and the Hypothesis profile;
 - every failing test whose exception carries a story writes a
   counterexample folder (``--hitl-counterexamples DIR``);
 - the summary ends with one verdict per property, also written as JSON
@@ -26,13 +28,13 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from harness.world import agentscope_under_test
+from harness.world import agentscope_under_test, patch_layer
 from harness.kernel.redis_server import RedisServerMissing, redis_server_binary
 from harness.world.deployment import Deployment, DeploymentRefused
 from harness.world.marks import AGENTSCOPE_WARNINGS
 from harness.world.quiet import silence_agentscope
 
-from . import exit_reason, profiles, search_progress, verdicts
+from . import exit_reason, patch_option, profiles, search_progress, verdicts
 from .writable import folder_problem
 
 #: How verdict lines start, for a program reading the output as it comes.
@@ -94,6 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
             reference_fix.apply()
         except reference_fix.FixRefused as refused:
             raise pytest.UsageError(f"--hitl-reference-fix refused: {refused}") from None
+    patch_option.install_for_pytest(config.getoption("--hitl-patch"))
 
 
 def counterexamples_folder(config: pytest.Config, *, asked_only: bool = False) -> Path | None:
@@ -120,6 +123,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         f"{settings._current_profile}",  # pylint: disable=protected-access
         *(f"hitl-harness: reference fix {line}" for line in refused),
         f"hitl-harness: {_deployment_in_use()}",
+        f"hitl-harness: {patch_option.in_use()}",
         f"hitl-harness: {_toolchain_in_use()}",
     ]
     if ABSENT:  # a release before the consumer registration
@@ -374,6 +378,7 @@ def _terminal():
 
 @pytest.hookimpl(trylast=True)  # after pytest's own summary: this is the last line
 def pytest_unconfigure(config: pytest.Config) -> None:
+    patch_layer.uninstall()  # the layer's own undo, in every process that installed it
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None or hasattr(config, "workerinput") or not _SESSION:
         return

@@ -141,9 +141,11 @@ def pairs_line(entry: dict) -> str:
 
 def write_json(target: Path, verdicts: dict[str, dict], deployment: dict) -> None:
     """The verdicts, with the agentscope they are of, the deployment they
-    were searched on (``{"bus": ..., "nodes": ...}``) and whether the
-    reference fix was on."""
+    were searched on (``{"bus": ..., "nodes": ...}``), whether the
+    reference fix was on, and the user's patch layer (only when one was)."""
     import reference_fix  # pylint: disable=import-outside-toplevel
+
+    from harness.world import patch_layer  # pylint: disable=import-outside-toplevel
 
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(
@@ -153,6 +155,7 @@ def write_json(target: Path, verdicts: dict[str, dict], deployment: dict) -> Non
                 "agentscope_path": where_agentscope_came_from(agentscope_under_test.path()),
                 "deployment": deployment,
                 "reference_fix": reference_fix.is_applied(),
+                **({"patch": patch_layer.record()} if patch_layer.record() else {}),
                 "verdicts": verdicts,
             },
             indent=2,

@@ -49,13 +49,21 @@ def where_agentscope_came_from(path: str) -> str:
 
 def environment_lines(
     agentscope_version: str, agentscope_path: str, fix: str, source: str = "",
+    patch: dict | None = None,
 ) -> list[str]:
     """The report's environment, one bullet each (``source``: a checkout's
-    digest, which names its code where the version cannot)."""
+    digest, which names its code where the version cannot; ``patch``: the
+    user's own patch layer installed over agentscope, name and digest)."""
     digest = f" ({source})" if source else ""
+    layer = [
+        f"- **patch layer under test:** `{patch.get('name')}` ({patch.get('digest')}), "
+        "the user's own runtime patches, installed over agentscope before the story "
+        f"(replay with `--patch {patch.get('name')}`)",
+    ] if patch else []
     return [
         f"- **agentscope under test:** {agentscope_version}, imported from "
         f"{where_agentscope_came_from(agentscope_path)}{digest}{fix}",
+        *layer,
         f"- **Python:** {platform.python_version()}; **Hypothesis:** {hypothesis.__version__}; "
         f"**agentscope-hitl-harness:** {harness_build()}",
     ]

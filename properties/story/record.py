@@ -15,8 +15,9 @@ misread. :mod:`.folder` writes the whole folder; :mod:`.report` and
 
 A story's id (:attr:`Counterexample.short_id`) hashes everything that
 makes the program it ran: the steps, the machine's options, the deployment,
-the agentscope release, a checkout's source digest and the names of the
-reference fixes applied. Two stories with one id are one story.
+the agentscope release, a checkout's source digest, the names of the
+reference fixes applied and the user's patch layer (its name and digest,
+only when one was installed). Two stories with one id are one story.
 """
 from __future__ import annotations
 
@@ -34,8 +35,13 @@ from ..violation import expected_and_actual
 #: and a checkout's source digest, which its id covers).
 SCHEMA = 4
 
+#: The version written for a story found with the user's own patch layer
+#: installed (``patch``: its name and digest, which its id covers); a
+#: story without one is still :data:`SCHEMA`, its id unchanged.
+SCHEMA_WITH_PATCH = 5
+
 #: Versions it can read.
-READABLE = (1, 2, 3, 4)
+READABLE = (1, 2, 3, 4, 5)
 
 
 class UnreadableStory(ValueError):
@@ -80,6 +86,9 @@ class Counterexample:
     #: A source checkout's digest (``sha256:...``, of its ``.py`` files);
     #: "" for an installed distribution, and before format 4.
     agentscope_source: str = ""
+    #: The user's own patch layer installed over agentscope (``--patch``):
+    #: ``{"name": ..., "digest": "sha256:..."}``; ``{}`` when none was.
+    patch: dict = field(default_factory=dict)
 
     def identity(self) -> str:
         """What the id hashes, as JSON: the property, the steps, the
@@ -95,6 +104,8 @@ class Counterexample:
                 "source": self.agentscope_source,
                 "fixes": self.fixes,
                 "reference_fix": self.reference_fix,
+                # Only when given: a story without a layer keeps its id.
+                **({"patch": self.patch} if self.patch else {}),
             },
             sort_keys=True,
         )
@@ -113,6 +124,7 @@ class Counterexample:
             and other.reference_fix == self.reference_fix
             and (not self.fixes or other.fixes == self.fixes)
             and (not self.agentscope_source or other.agentscope_source == self.agentscope_source)
+            and other.patch == self.patch
         )
 
     def expected_and_actual(self) -> tuple[str, str]:
@@ -128,7 +140,11 @@ class Counterexample:
 
     def to_json(self) -> str:
         """The story, machine-readable (what ``replay`` reads)."""
-        return json.dumps({"schema": SCHEMA, **asdict(self)}, indent=2, sort_keys=True) + "\n"
+        data = asdict(self)
+        if not self.patch:  # absent, as in every story before the option
+            del data["patch"]
+        schema = SCHEMA_WITH_PATCH if self.patch else SCHEMA
+        return json.dumps({"schema": schema, **data}, indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def load(cls, folder: str | Path) -> Counterexample:

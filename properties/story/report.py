@@ -71,6 +71,7 @@ def render_report(self: Counterexample, finding: NamedFinding | None = None,
     world, jobs, streaming = _world_in_words(self)
     environment = "\n".join(environment_lines(
         self.agentscope_version, self.agentscope_path, fix, self.agentscope_source,
+        self.patch,
     ))
     headline = self.failure.strip().splitlines()[0] if self.failure.strip() else self.code
     picture = sequence_diagram(self.trace, headline)

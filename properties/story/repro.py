@@ -33,6 +33,12 @@ def render_repro(self: Counterexample) -> str:
         )
         body.append(f"        story.{step.call()}")
     steps = "\n".join(body) or "        pass"
+    layer = (
+        f"\n\nIt was found with the patch layer {self.patch.get('name')} "
+        f"({self.patch.get('digest')}) installed:\n\n"
+        f"    pytest test_repro.py --hitl-patch <path to {self.patch.get('name')}.py, or its module>"
+        if self.patch else ""
+    )
     return f'''"""{self.code} ({self.title}): a counterexample, replayed without Hypothesis.
 
 Found by agentscope-hitl-harness against agentscope {self.agentscope_version}
@@ -41,7 +47,7 @@ step by step on a fresh world and checks {self.code} after each step: it fails w
 agentscope has the bug and passes on a release or patch that fixes it.
 
     pytest test_repro.py                       # against the agentscope `import agentscope` finds
-    pytest test_repro.py --hitl-reference-fix  # with the harness's reference fix applied
+    pytest test_repro.py --hitl-reference-fix  # with the harness's reference fix applied{layer}
 
 It writes nothing; with --hitl-counterexamples DIR a failure is also written to DIR
 as a counterexample folder, and the output says where.

@@ -6,7 +6,7 @@ import hypothesis
 
 import reference_fix
 from harness.kernel.controlled_bus import describe_payload
-from harness.world import agentscope_under_test
+from harness.world import agentscope_under_test, patch_layer
 
 from ..catalog import statement_of
 from ..violation import InvariantViolated
@@ -44,6 +44,8 @@ def describe_failure(machine, failure: Exception) -> Counterexample:
         fixes=reference_fix.fixes_in_effect(),
         # A checkout's version string stays while its code changes.
         agentscope_source=agentscope_under_test.source_digest(),
+        # The user's own patch layer, by name and digest ({}: none).
+        patch=patch_layer.record(),
     )
 
 
