@@ -3,10 +3,10 @@ counterexamples.
 
     hitl-harness gate [SPEC ...] [--baseline SPEC | --baseline-json FILE] [--known FILE]
                       [--with-fix] [--profile NAME] [--json FILE] [--junit FILE]
-                      [--shard I/N] [--budget MINUTES] [--corpus DIR]
+                      [--shard I/N] [--budget MINUTES] [--corpus DIR] [--patch MODULE]
     hitl-harness merge FILE ... [--json FILE] [--junit FILE]
-    hitl-harness replay PATH [--with-fix]
-    hitl-harness expect [FILE] [--known FILE] [--verdicts FILE] [--write]
+    hitl-harness replay PATH [--with-fix] [--patch MODULE]
+    hitl-harness expect [FILE] [--known FILE] [--verdicts FILE] [--write] [--patch MODULE]
 
 A bare ``hitl-harness`` prints the help and exits 2 (a usage error). Exit
 codes are :class:`harness.tools.gate.Exit` (see the README); each command's
@@ -96,7 +96,7 @@ exit codes:
   0  passes now
   1  still fails (the same way, differently, or a step no longer applies)
   2  not a counterexample folder (checked before agentscope is imported), or
-     --with-fix refused
+     --with-fix or --patch refused
   3  the story cannot be played by this harness (a rule or an argument it does
      not know): it neither fails nor passes
   130  interrupted (Ctrl-C)"""
@@ -207,6 +207,7 @@ def _parser() -> argparse.ArgumentParser:
     gate.add_argument("--workers", type=_workers, default=min(2, os.cpu_count() or 1),
                       help=f"pytest-xdist workers per SPEC, 1 to {MAX_WORKERS} (default: 2)")
     _deployment_options(gate)
+    _patch_option(gate)
     gate.add_argument("--shard", type=_shard, metavar="I/N",
                       help="run only shard I of N of the releases the SPECs name (every N-th, "
                       "from the I-th), for N CI runners; the baseline runs in every shard. "
@@ -236,6 +237,8 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--with-fix", action="store_true",
                         help="apply each reference fix that targets the installed agentscope "
                         "first (listed below)")
+    _patch_option(replay, "; a story recorded with a layer replays as it was found only "
+                  "with the same one (said in one line when it differs)")
     expect = commands.add_parser(
         "expect",
         help="run the property suite (ci profile) and hold it to its expected verdicts",
@@ -267,11 +270,18 @@ def _parser() -> argparse.ArgumentParser:
     expect.add_argument("--log", type=Path, default=Path("property-suite.log"), metavar="FILE",
                         help="where pytest's output goes (default: ./property-suite.log)")
     _deployment_options(expect)
+    _patch_option(expect)
     expect.add_argument("--properties", type=lambda text: tuple(text.split(",")), default=(),
                         metavar="I1,I2,...",
                         help="only these properties (with --write; a file that names its "
                         "properties, and its --bus/--nodes, runs with them)")
     return parser
+
+
+def _patch_option(parser: argparse.ArgumentParser, more: str = "") -> None:
+    from .patch_option import HELP  # pylint: disable=import-outside-toplevel
+
+    parser.add_argument("--patch", metavar="MODULE", default=None, help=HELP + more)
 
 
 def _deployment_options(parser: argparse.ArgumentParser) -> None:
@@ -313,6 +323,19 @@ def _main(argv: list[str] | None) -> int:
     if arguments.command is None:
         parser.print_help()
         return 2
+    if arguments.command == "replay" and not (arguments.path / "story.json").is_file():
+        # the path first, before anything is imported
+        print(f"hitl-harness replay: error: {arguments.path} is not a counterexample folder: "
+              f"no story.json {'in it' if arguments.path.is_dir() else 'there'}", file=sys.stderr)
+        return 2
+    from . import patch_option  # pylint: disable=import-outside-toplevel
+
+    try:
+        patch = patch_option.checked(getattr(arguments, "patch", None),
+                                     importing=arguments.command != "gate")
+    except patch_option.Refused as refused:
+        print(f"hitl-harness {arguments.command}: error: {refused}", file=sys.stderr)
+        return 2
     if arguments.command == "gate":
         from .gate import gate  # pylint: disable=import-outside-toplevel
 
@@ -331,6 +354,7 @@ def _main(argv: list[str] | None) -> int:
             budget=arguments.budget,
             corpus=arguments.corpus,
             deployment=_deployment(arguments),
+            patch=patch,
         ))
     if arguments.command == "merge":
         from .gate.merge import merge  # pylint: disable=import-outside-toplevel
@@ -342,14 +366,11 @@ def _main(argv: list[str] | None) -> int:
         return expect(arguments.expected, known_path=arguments.known,
                       verdicts_json=arguments.verdicts, write=arguments.write,
                       workers=arguments.workers, log=arguments.log,
-                      deployment=_deployment(arguments), properties=arguments.properties)
-    if not (arguments.path / "story.json").is_file():  # before agentscope is imported
-        print(f"hitl-harness replay: error: {arguments.path} is not a counterexample folder: "
-              f"no story.json {'in it' if arguments.path.is_dir() else 'there'}", file=sys.stderr)
-        return 2
+                      deployment=_deployment(arguments), properties=arguments.properties,
+                      patch=patch)
     from .replay import replay_folder  # pylint: disable=import-outside-toplevel
 
-    return replay_folder(arguments.path, with_fix=arguments.with_fix)
+    return replay_folder(arguments.path, with_fix=arguments.with_fix, patch=patch)
 
 
 if __name__ == "__main__":

@@ -80,6 +80,7 @@ class Line:
 def record(
     verdicts: dict[str, dict], version: str, profile: str = "ci",
     deployment: tuple[str, ...] = (), properties: tuple[str, ...] = (),
+    patch: dict | None = None,
 ) -> dict:
     """The expectation a run's ``verdicts`` (the plugin's JSON) makes; with
     ``deployment`` (the suite's ``--hitl-bus``/``--hitl-nodes``) and ``properties``
@@ -97,6 +98,7 @@ def record(
         "hypothesis": toolchain.hypothesis_version(),
         **({"deployment": list(deployment)} if deployment else {}),
         **({"properties": list(properties)} if properties else {}),
+        **({"patch": patch} if patch else {}),
         "verdicts": {
             code: {
                 "verdict": verdicts[code]["verdict"],
@@ -211,18 +213,25 @@ def expect(
     log: Path = Path("property-suite.log"),
     deployment: tuple[str, ...] = (),
     properties: tuple[str, ...] = (),
+    patch: str | None = None,
 ) -> int:
     """Run the property suite (``ci`` profile) on the agentscope installed
     here, or read a run's ``--hitl-verdicts-json``; print one line per property
     against the expectation in ``path`` and the known violations in
     ``known_path`` (by default the project's own). 0 when every line is as expected,
     1 when one is not, 2 when an input cannot be read or the run broke, 3
-    when a search broke with no story (ERROR)."""
+    when a search broke with no story (ERROR). ``patch``: the user's patch
+    layer (checked by the command line), installed in the suite's run; a
+    file records the layer it was written with, and is held only to a run
+    with the same one."""
     from harness.world import agentscope_under_test  # pylint: disable=import-outside-toplevel
 
     from .gate import runner  # pylint: disable=import-outside-toplevel
 
+    from harness.world import patch_layer  # pylint: disable=import-outside-toplevel
+
     version = agentscope_under_test.version()
+    layer = patch_layer.find(patch).record() if patch else {}
     searched_on = None
     try:
         known = known_list.load(known_path or FINDINGS / "known.json")
@@ -236,15 +245,20 @@ def expect(
         if said is not None:  # recorded again, a file keeps its properties
             properties = properties or tuple(said.get("properties") or ())
         deployment = _agreed_deployment(deployment, path, said, verdicts_json, searched_on)
+        if said is not None and not write and (said.get("patch") or {}) != layer:
+            raise BadExpectation(f"{path} was recorded with the patch layer "
+                                 f"{said.get('patch') or 'none'}, this run has {layer or 'none'}")
         if verdicts_json is None:
-            print(f"running the property suite (ci profile) on {agentscope_under_test.describe()}; "
-                  f"pytest's output: {log}", flush=True)
+            print(f"running the property suite (ci profile) on {agentscope_under_test.describe()}"
+                  + (f" with the patch layer {layer['name']} ({layer['digest']})" if layer else "")
+                  + f"; pytest's output: {log}", flush=True)
             result = anyio.run(functools.partial(
                 runner.run_suite,
                 Path(sys.executable), log=log, profile="ci", with_fix=False,
                 counterexamples=counterexamples, workers=workers,
                 say=lambda line: print(f"  {line}", flush=True),
-                deployment=deployment + _selecting(properties),
+                deployment=deployment + _selecting(properties)
+                + (("--hitl-patch", patch) if patch else ()),
             ))
             if result.broken:
                 raise BadExpectation(result.broken)
@@ -255,7 +269,7 @@ def expect(
         return 2
     if write:
         path.write_text(json.dumps(record(verdicts, version, deployment=deployment,
-                                          properties=properties), indent=2,
+                                          properties=properties, patch=layer), indent=2,
                                    ensure_ascii=False) + "\n",
                         encoding="utf-8")
         print(f"wrote the expected verdicts of agentscope {version} to {path}")

@@ -73,8 +73,22 @@ def replay_story(recorded: Counterexample) -> Replayed:
                            f"of {len(recorded.steps)}{ended}", failure)
 
 
-def replay_folder(folder: Path, *, with_fix: bool = False) -> int:
-    """Replay ``folder``; print what happened; return the exit code."""
+def patch_note(recorded: dict, installed: dict, name: str) -> str | None:
+    """One line when the story was recorded with another patch layer than
+    the one installed now (or one and not the other): it then replays on
+    another program than it was found on. None when they agree."""
+    if recorded == installed:
+        return None
+    def said(layer: dict) -> str:
+        return f"{layer.get('name')} ({layer.get('digest')})" if layer else "no patch layer"
+    advice = (f"; replay it with --patch {recorded.get('name')} to play it as found"
+              if recorded else "")
+    return f"note: {name} was recorded with {said(recorded)}, this replay has {said(installed)}{advice}"
+
+
+def replay_folder(folder: Path, *, with_fix: bool = False, patch: str | None = None) -> int:
+    """Replay ``folder`` (with the user's ``patch`` layer installed, if
+    any); print what happened; return the exit code."""
     try:
         recorded = Counterexample.load(folder)
     except UnreadableStory as unreadable:
@@ -89,16 +103,34 @@ def replay_folder(folder: Path, *, with_fix: bool = False) -> int:
         except reference_fix.FixRefused as refused:
             _error(f"--with-fix refused: {refused}")
             return UNREADABLE
+    if patch:
+        from harness.world import patch_layer  # pylint: disable=import-outside-toplevel
+
+        try:
+            patch_layer.install(patch)
+        except patch_layer.PatchRefused as refused:
+            _error(f"--patch {patch}: {refused}")
+            return UNREADABLE
     # The folder's own name: an older format's id is not what this
     # harness would compute for it (the id now covers more).
     name = Path(folder).resolve().name
     note = toolchain.version_note(recorded.hypothesis_version, name)
     if note:
         print(note)
+    from harness.world import patch_layer  # pylint: disable=import-outside-toplevel
+
+    layer = patch_layer.record()
+    note = patch_note(recorded.patch, layer, name)
+    if note:
+        print(note)
     print(f"replaying {name} ({len(recorded.steps)} steps, found on agentscope "
           f"{recorded.agentscope_version}) on {agentscope_under_test.describe()}"
-          + (" with the reference fix" if with_fix else ""))
-    replayed = replay_story(recorded)
+          + (" with the reference fix" if with_fix else "")
+          + (f" with the patch layer {layer['name']} ({layer['digest']})" if layer else ""))
+    try:
+        replayed = replay_story(recorded)
+    finally:
+        patch_layer.uninstall()
     if replayed.status == CANNOT:
         _error(f"cannot be replayed here: {replayed.why}")
         return CANNOT_PLAY

@@ -93,7 +93,8 @@ def load_rows(path: Path) -> list[Row]:
 
 def load_run(path: Path) -> tuple[dict, list[Row]]:
     """How a gate saved with ``--json`` ran (``profile``, ``with_fix``,
-    ``shard``, the pre-gate's ``corpus``: empty for a version 1 file), and
+    ``shard``, the pre-gate's ``corpus``, the ``patch`` layer when one was
+    installed: empty for a version 1 file), and
     its rows."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -115,7 +116,7 @@ def load_run(path: Path) -> tuple[dict, list[Row]]:
             rows.append(Row(**values, outcome=outcome))
         except (KeyError, TypeError, AttributeError):
             raise BadBaseline(f"{path}: not the JSON of a gate (--json)") from None
-    return {k: data[k] for k in ("profile", "with_fix", "shard", "corpus") if k in data}, rows
+    return {k: data[k] for k in ("profile", "with_fix", "shard", "corpus", "patch") if k in data}, rows
 
 
 def pick_baseline(rows: list[Row], path: Path, name: str | None) -> Row:

@@ -43,11 +43,24 @@ class Options:
     budget: float | None  # seconds a suite may take; None: no budget
     corpus: tuple[Path, ...]  # the counterexample folders the pre-gate replays
     deployment: tuple[str, ...] = ()  # e.g. ("--hitl-bus", "redis", "--hitl-nodes", "2")
+    #: The user's patch layer (``--patch``): a module name or an absolute
+    #: path, as every environment's process can import it; None: none.
+    patch: str | None = None
+
+    @property
+    def layer(self) -> dict[str, str]:
+        """The patch layer's name and digest (``{}``: none)."""
+        if self.patch is None:
+            return {}
+        from harness.world import patch_layer  # pylint: disable=import-outside-toplevel
+
+        return patch_layer.find(self.patch).record()
 
     def key(self, target) -> str:
         """What a release's durations are kept under (the ETA's history)."""
         return (f"{target.identity} profile={self.profile} fix={self.with_fix} "
-                f"workers={self.workers}" + "".join(f" {a}" for a in self.deployment))
+                f"workers={self.workers}" + "".join(f" {a}" for a in self.deployment)
+                + (f" patch={self.layer['digest']}" if self.patch else ""))
 
 
 def gate(
@@ -67,6 +80,7 @@ def gate(
     corpus: Path | None = None,
     live: bool | None = None,
     deployment: tuple[str, ...] = (),
+    patch: str | None = None,
 ) -> Exit:
     """Gate every SPEC (against the baseline, if any); print the table;
     return the exit code. Every input is checked before any work.
@@ -74,7 +88,8 @@ def gate(
     counterexamples the pre-gate replays (the project's committed ones by
     default); ``live`` forces the live display on or off (default: on a
     terminal); ``deployment`` are the suite's ``--hitl-bus``/``--hitl-nodes``
-    options."""
+    options; ``patch`` the user's patch layer (checked by the command line),
+    installed in every release's pre-gate and suite."""
     try:
         refusal = pregate.check_corpus(corpus)
         if refusal is not None:
@@ -93,7 +108,7 @@ def gate(
     options = Options(
         with_fix=with_fix, profile=profile, counterexamples=counterexamples, workers=workers,
         budget=budget * 60 if budget is not None else None,
-        corpus=tuple(pregate.folders(corpus)), deployment=deployment,
+        corpus=tuple(pregate.folders(corpus)), deployment=deployment, patch=patch,
     )
     rows: list[Row] = []
     try:
@@ -105,10 +120,13 @@ def gate(
         _say("hitl-harness gate: interrupted (Ctrl-C)"
              + ("; the JSON and JUnit mark what did not finish" if json_path or junit_path else ""))
     print()
-    print(reports.render(rows, code, profile=profile, with_fix=with_fix, corpus=_shown(corpus)))
+    layer = options.layer
+    print(reports.render(rows, code, profile=profile, with_fix=with_fix, corpus=_shown(corpus),
+                         patch=layer))
     if json_path is not None:
         reports.write_json(rows, json_path, code, profile=profile, with_fix=with_fix,
-                           shard=str(shard) if shard else None, corpus=str(_shown(corpus)))
+                           shard=str(shard) if shard else None, corpus=str(_shown(corpus)),
+                           **({"patch": layer} if layer else {}))
     if junit_path is not None:
         junit.write_junit(rows, junit_path)
     return code
@@ -255,12 +273,15 @@ async def _run_one(row: Row, target, build: _Build, options: Options,
     display.phase(target.name, progress.PREGATE)
     started = time.monotonic()
     found, row.pregate = await pregate.run(env, list(options.corpus), with_fix=options.with_fix,
-                                           environ=runner.environ())
+                                           environ=runner.environ(), patch=options.patch)
     row.seconds["pregate"] = round(time.monotonic() - started, 1)
     row.version, row.path = found.get("version") or row.version, found.get("path")
     if not found.get("drivable"):
         say(f"cannot drive agentscope {row.version}: {found.get('missed')}")
         return row.could_not_run(Exit.CANNOT_DRIVE, found.get("missed") or "unknown")
+    if found.get("patch_refusal"):  # the layer does not import on this release
+        say(found["patch_refusal"])
+        return row.could_not_run(Exit.RUN_BROKE, found["patch_refusal"])
     history.record(key, "pregate", row.seconds["pregate"])
     if row.pregate:
         say(f"pre-gate in {row.seconds['pregate']} s: {pregate.summary(row.pregate)}")
@@ -279,8 +300,9 @@ async def _run_one(row: Row, target, build: _Build, options: Options,
         for refused in found.get("fix_refused") or []:  # a fix applies whole or not at all
             say(f"reference fix {refused}")
     budget = f", budget {runner.minutes(options.budget)}" if options.budget is not None else ""
+    layer = f", patch layer {found['patch']}" if found.get("patch") else ""
     say(f"running the properties on agentscope {row.version} at {row.path} "
-        f"(profile {options.profile}, reference fix {row.fix}{budget})")
+        f"(profile {options.profile}, reference fix {row.fix}{layer}{budget})")
     display.phase(target.name, progress.PROPERTIES)
     display.suite_has(target.name, found.get("properties") or 0)
     started = time.monotonic()
@@ -290,7 +312,7 @@ async def _run_one(row: Row, target, build: _Build, options: Options,
         say=lambda verdict: display.verdict(target.name, verdict),
         budget=options.budget,
         on_event=lambda event: display.event(target.name, event),
-        deployment=options.deployment,
+        deployment=options.deployment + (("--hitl-patch", options.patch) if options.patch else ()),
     )
     row.seconds["suite"] = round(time.monotonic() - started, 1)
     if result.did_not_finish:

@@ -11,6 +11,7 @@ missing shard of a set (``1/3`` and ``3/3`` without ``2/3``).
 """
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def merge(paths: list[Path], *, json_path: Path | None = None,
     code = exit_code(rows)
     print(reports.render(rows, code, profile=settings.get("profile", "unknown"),
                          with_fix=bool(settings.get("with_fix")), heading="hitl-harness merge",
-                         corpus=settings.get("corpus")))
+                         corpus=settings.get("corpus"), patch=settings.get("patch")))
     if json_path is not None:
         reports.write_json(rows, json_path, code, **settings,
                            merged=[str(p) for p in paths])
@@ -57,6 +58,12 @@ def _combine(paths: list[Path], *, json_path, junit_path) -> tuple[dict, list[Ro
                                  f"settings ({', '.join(map(str, sorted(said, key=str)))})")
         if said:
             settings[key] = said.pop()
+    layers = {json.dumps(run[1].get("patch") or {}, sort_keys=True) for run in runs}
+    if len(layers) > 1:
+        raise inputs.Refused(f"the files ran with different --patch layers ({', '.join(sorted(layers))})")
+    layer = json.loads(layers.pop()) if layers else {}
+    if layer:
+        settings["patch"] = layer
     _check_shards([(path, run.get("shard")) for path, run, _ in runs])
     baselines: list[Row] = []
     candidates: dict[str, tuple[Path, Row]] = {}

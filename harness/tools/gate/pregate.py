@@ -60,10 +60,13 @@ def check_corpus(corpus: Path | None) -> str | None:
 
 
 async def run(env: Environment, corpus: list[Path], *, with_fix: bool,
-              environ: dict[str, str], on_replayed=None) -> tuple[dict, list[dict]]:
-    """The probe's answer and each folder's replay, in ``env``; a folder the
-    process did not get to (it broke, or ran out of :data:`LIMIT`) cannot
-    be replayed, and says why."""
+              environ: dict[str, str], on_replayed=None,
+              patch: str | None = None) -> tuple[dict, list[dict]]:
+    """The probe's answer and each folder's replay, in ``env`` (with the
+    user's ``patch`` layer installed, if any: the probe then says its name
+    and digest, or why it cannot be installed there); a folder the process
+    did not get to (it broke, or ran out of :data:`LIMIT`) cannot be
+    replayed, and says why."""
     found: dict = {}
     replayed: list[dict] = []
 
@@ -82,7 +85,8 @@ async def run(env: Environment, corpus: list[Path], *, with_fix: bool,
                 on_replayed(said["replayed"])
 
     command = [str(env.python), "-m", "harness.tools.gate.pregate_inside",
-               *(["--with-fix"] if with_fix else []), *map(str, corpus)]
+               *(["--with-fix"] if with_fix else []),
+               *(["--patch", patch] if patch else []), *map(str, corpus)]
     why = None
     try:
         done = await processes.stream(command, env=environ, on_line=heard, limit=LIMIT)
@@ -94,6 +98,8 @@ async def run(env: Environment, corpus: list[Path], *, with_fix: bool,
         found = {"drivable": False, "missed": f"the probe crashed: {why or 'no answer'}"}
     if not found.get("drivable"):
         why = f"the harness cannot drive this agentscope: {found.get('missed')}"
+    elif found.get("patch_refusal"):
+        why = found["patch_refusal"]
     elif why is None:
         why = "the pre-gate ended before it"
     seen = {entry["folder"] for entry in replayed}

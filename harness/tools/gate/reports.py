@@ -16,14 +16,17 @@ from .table import table, wrap
 
 
 def render(rows: list[Row], code: Exit, *, profile: str, with_fix: bool,
-           heading: str = "hitl-harness gate", corpus: Path | str | None = None) -> str:
-    """Everything the gate prints after its work: how it ran, the table,
-    the pre-gate (the replays of the counterexamples in ``corpus``), the
-    comparison, and the exit code in words."""
+           heading: str = "hitl-harness gate", corpus: Path | str | None = None,
+           patch: dict | None = None) -> str:
+    """Everything the gate prints after its work: how it ran (with the
+    user's ``patch`` layer, if any), the table, the pre-gate (the replays of
+    the counterexamples in ``corpus``), the comparison, and the exit code
+    in words."""
     import reference_fix  # pylint: disable=import-outside-toplevel
 
     fix = "applied where it targets the release" if with_fix else "off"
-    lines = [f"{heading} (profile {profile}; reference fix {fix})"]
+    layer = f"; patch layer {patch['name']} ({patch['digest']})" if patch else ""
+    lines = [wrap(f"{heading} (profile {profile}; reference fix {fix}{layer})")]
     if with_fix:
         lines += ["reference fixes:"] + [
             wrap("  " + line, "      ") for line in reference_fix.describe().splitlines()
@@ -112,7 +115,8 @@ def write_json(rows: list[Row], path: Path, exit_code: Exit, **run) -> None:
     classification (:mod:`.compare`; none on the baseline), its
     counterexample folder, and what was expected and what happened. ``run``
     says how the gate ran (``profile``, ``with_fix``, ``shard``, the
-    pre-gate's ``corpus``); each SPEC's ``pregate`` lists what replaying
+    pre-gate's ``corpus``, and ``patch``: the user's patch layer's name and
+    digest, only when one was installed); each SPEC's ``pregate`` lists what replaying
     each committed counterexample found."""
     path.write_text(
         json.dumps(
