@@ -34,11 +34,7 @@ class Source:
     name: str  # the module's dotted name (a file's: its stem)
     file: Path  # its source file
     given: str  # as the user named it (a path made absolute)
-
-    @property
-    def digest(self) -> str:
-        """``sha256:<16 hex>`` of the source file's bytes."""
-        return f"sha256:{hashlib.sha256(self.file.read_bytes()).hexdigest()[:16]}"
+    digest: str  # ``sha256:<16 hex>`` of the source's bytes, as found
 
     def record(self) -> dict[str, str]:
         """What ``story.json`` and the verdicts keep: name and digest."""
@@ -83,12 +79,14 @@ def find(text: str) -> Source:
             raise PatchRefused("not a Python source module")
         file, name = Path(spec.origin), text
     try:
-        tree = ast.parse(file.read_bytes(), filename=str(file))
+        code = file.read_bytes()
+        tree = ast.parse(code, filename=str(file))
     except (OSError, SyntaxError, ValueError) as broken:
         raise PatchRefused(f"cannot be read: {type(broken).__name__}: {broken}") from None
     if "install" not in _top_level_names(tree):
         raise PatchRefused("defines no install()")
-    return Source(name=name, file=file, given=resolved(text))
+    digest = f"sha256:{hashlib.sha256(code).hexdigest()[:16]}"
+    return Source(name=name, file=file, given=resolved(text), digest=digest)
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:

@@ -25,8 +25,9 @@ def render(rows: list[Row], code: Exit, *, profile: str, with_fix: bool,
     import reference_fix  # pylint: disable=import-outside-toplevel
 
     fix = "applied where it targets the release" if with_fix else "off"
-    layer = f"; patch layer {patch['name']} ({patch['digest']})" if patch else ""
-    lines = [wrap(f"{heading} (profile {profile}; reference fix {fix}{layer})")]
+    lines = [f"{heading} (profile {profile}; reference fix {fix})"]
+    if patch:
+        lines.append(f"patch layer: {patch['name']} ({patch['digest']}), installed over agentscope")
     if with_fix:
         lines += ["reference fixes:"] + [
             wrap("  " + line, "      ") for line in reference_fix.describe().splitlines()
