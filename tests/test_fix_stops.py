@@ -3,8 +3,10 @@
 hold with them.
 
 Each story is a committed counterexample's (F3: ``I9-*``, two steps; F8:
-``I5-*``, four steps), played on the installed release. Each fix also
-ships as a diff per release, checked against the runtime change.
+``I5-*``, four steps), played on the installed release, or the stop F3's
+first fix still lost: one that reaches a parked run while its clean-up
+waits for the saving of its state. Each fix also ships as a diff per
+release, checked against the runtime change.
 """
 from __future__ import annotations
 
@@ -46,6 +48,29 @@ def _violation(enforcing: str, play) -> str | None:
 
 def _stop_once_parked(story) -> None:
     story.user_sends_message(session="leader", model_turn="calls GatedAction")
+    story.user_interrupts(session="leader")
+
+
+def _saving_state(story, session: str) -> bool:
+    """Whether ``session``'s run waits for its clean-up's saving of its
+    state (a task working for it is held at the trim of the session's
+    event log, the save's last bus operation)."""
+    run = story.world.run_of(session)
+    return run is not None and any(
+        t.held and t.pending is not None and t.pending.name == "log_trim"
+        for t in story.world.actors.working_for(run)
+    )
+
+
+def _stop_in_the_clean_up(story) -> None:
+    """The run parks on the card, checks its inbox and saves its state;
+    the stop lands in its wait for that save, after the turn tail."""
+    story.user_sends_message(session="leader", model_turn="calls GatedAction")
+    for _ in range(20):
+        if _saving_state(story, "leader") or story.world.run_of("leader") is None:
+            break
+        story.one_task_takes_a_step(task=story.world.run_of("leader").label)
+    assert _saving_state(story, "leader"), "the run never saved its state after parking"
     story.user_interrupts(session="leader")
 
 
@@ -94,6 +119,17 @@ def test_a_stop_after_parking_is_honoured_without_the_clean_up_fix(applied):
     assert _violation("I9", _stop_once_parked) == "interrupted"
 
 
+def test_a_stop_in_the_clean_up_of_a_parked_run_ends_the_reply(applied):
+    assert "I9" in _violation("I9", _stop_in_the_clean_up)
+    applied("stop-after-parking")
+    assert _violation("I9", _stop_in_the_clean_up) == "interrupted"
+
+
+def test_a_stop_in_the_clean_up_ends_the_reply_with_every_fix(applied):
+    applied(*reference_fix.FIXES)
+    assert _violation("I9", _stop_in_the_clean_up) == "interrupted"
+
+
 def test_a_second_stop_in_the_clean_up_loses_the_payload_unless_fixed(applied):
     assert "I5" in _violation("I5", _stop_twice_in_turn_tail)
     applied("clean-up-survives-stops")
@@ -102,7 +138,8 @@ def test_a_second_stop_in_the_clean_up_loses_the_payload_unless_fixed(applied):
 
 @pytest.mark.parametrize("name, marks", [
     ("clean-up-survives-stops", ["asyncio.shield(persist_task)", "raise cancelled"]),
-    ("stop-after-parking", ['task.cancel("user interrupt")', "UserInterruptEvent(", "current.cancel(*exc.args)"]),
+    ("stop-after-parking", ['task.cancel("user interrupt")', "UserInterruptEvent(", "current.cancel(*exc.args)",
+                            'if exc.args == ("user interrupt",):']),
 ])
 def test_the_diff_is_the_runtime_change(name, marks):
     shipped = diff_path(name, agentscope_under_test.version()).read_text(encoding="utf-8")
@@ -115,4 +152,4 @@ def test_they_refuse_a_release_they_were_not_written_for():
     with pytest.raises(reference_fix.FixRefused, match=r"this agentscope is 2\.0\.6"):
         clean_up_survives_stops.PATCH.check_target("2.0.6", "")
     with pytest.raises(reference_fix.FixRefused, match="does not contain the code"):
-        stop_after_parking.RUN.check_target("2.0.11", stop_after_parking.TAIL_BEFORE + "# a modified checkout\n")
+        stop_after_parking.RUN_WITH_SOP.check_target("2.0.11", stop_after_parking.CALL_BEFORE)
