@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from harness.kernel.redis_expiry import HELD, ExpiryOutOfReach, VirtualExpiry
+from harness.kernel.redis_expiry import HELD, SYNCED_AT, ExpiryOutOfReach, VirtualExpiry, ttls_given
 from properties.story.playback import story_machine
 from test_redis_mode import SEED_MACHINE, play_across_nodes
 
@@ -84,28 +84,117 @@ def test_a_story_across_nodes_replays_identically_with_busy_neighbours():
     assert loaded == quiet
 
 
-def test_a_ttl_taken_over_is_left_to_virtual_time_alone(redis_server):
+def fresh_expiry(redis_server):
+    """An emptied server's client, and its expiry after a first call."""
     server = redis_server()
     server.flush()
     client = server.client()
     expiry = VirtualExpiry(client)
     expiry.follow()
-    client.set("lease", "1", ex=2)
-    client.expire("queue-key", 5)  # no such key: nothing to take over
+    return client, expiry
+
+
+def send(client, expiry, *args):
+    """``args`` sent as the link sends a command: the TTLs it names noted first."""
+    expiry.expect(ttls_given(args))
+    return client.execute_command(*args)
+
+
+def stall(client, key: str, after_command_ms: int, after_sync_ms: int) -> None:
+    """What a server or process stalled by a loaded machine shows the next
+    call: ``key``'s TTL run down by ``after_command_ms`` since its command,
+    and ``after_sync_ms`` since the last call (its recorded time moved back;
+    nothing sleeps)."""
+    client.pexpire(key, client.pttl(key) - after_command_ms)
+    seconds, micros = client.time()
+    client.set(SYNCED_AT, int(seconds) * 1000 + int(micros) // 1000 - after_sync_ms)
+
+
+def test_a_ttl_taken_over_is_left_to_virtual_time_alone(redis_server):
+    client, expiry = fresh_expiry(redis_server)
+    send(client, expiry, "SET", "lease", "1", "EX", 2)
+    send(client, expiry, "EXPIRE", "queue-key", 5)  # no such key: nothing to take over
     expiry.follow()
     assert client.pttl("lease") > HELD - 60_000  # the server never ends it
     assert expiry.follow(1.999) == 0 and client.exists("lease")
-    client.expire("lease", 2)  # renewed at virtual 1.999: ends at 3.999
+    send(client, expiry, "EXPIRE", "lease", 2)  # renewed at virtual 1.999: ends at 3.999
     assert expiry.follow(0.001) == 0 and expiry.follow(1.998) == 0
     assert expiry.follow(0.001) == 1 and not client.exists("lease")
 
 
-def test_a_ttl_not_in_whole_seconds_fails_rather_than_guess(redis_server):
-    server = redis_server()
-    server.flush()
-    client = server.client()
-    expiry = VirtualExpiry(client)
+def test_a_ttl_is_taken_over_however_long_the_machine_stalled(redis_server):
+    """Seconds of wall time between the calls around a command (a run saw
+    2970 ms) once failed the run with ExpiryOutOfReach: agentscope took it
+    for a failed bus call and retried, so the story took another path. The
+    TTL is the one the command named, whatever the wall clock did."""
+    client, expiry = fresh_expiry(redis_server)
+    send(client, expiry, "SET", "lock", "token", "EX", 30, "NX")
+    stall(client, "lock", after_command_ms=2_500, after_sync_ms=3_000)
+    assert expiry.follow() == 0
+    assert client.pttl("lock") > HELD - 60_000
+    assert expiry.follow(29.999) == 0 and client.exists("lock")
+    assert expiry.follow(0.001) == 1 and not client.exists("lock")
+
+
+def test_a_ttl_that_seems_older_than_the_last_call_is_taken_over(redis_server):
+    """The server reads its clock for keys once per turn of its loop, so a
+    TTL given just after a call can seem to have run a millisecond longer
+    than that call is old (a story failed on 599999 ms left, 1 ms after the
+    call, with 600 s given)."""
+    client, expiry = fresh_expiry(redis_server)
+    client.hset("registry", "field", "1")
+    send(client, expiry, "EXPIRE", "registry", 600)
+    stall(client, "registry", after_command_ms=2, after_sync_ms=0)
     expiry.follow()
-    client.set("odd", "1", px=1500)
+    assert expiry.follow(599.999) == 0 and expiry.follow(0.001) == 1
+
+
+def test_a_script_ttl_is_the_one_whole_number_of_its_arguments_in_range(redis_server):
+    """agentscope's compare-and-set script passes its EXPIRE's seconds
+    among other arguments; the numbers that cannot be the TTL are out of
+    range, however long the stall."""
+    client, expiry = fresh_expiry(redis_server)
+    script = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]); redis.call('EXPIRE', KEYS[1], ARGV[3]); return 1"
+    send(client, expiry, "EVAL", script, 1, "registry", "field", "7", 600)
+    stall(client, "registry", after_command_ms=4_000, after_sync_ms=5_000)
+    expiry.follow()
+    assert expiry.follow(599.999) == 0 and expiry.follow(0.001) == 1
+
+
+def test_a_ttl_is_known_until_its_command_is_answered(redis_server):
+    """Another connection's call can come between a command's sending and
+    the server applying it (and a reply lost to a cancelled wait never
+    comes): the command's TTL stays known until it is answered."""
+    client, expiry = fresh_expiry(redis_server)
+    ttls = ttls_given(("SET", "lock", "t", "EX", 600, "NX"))
+    expiry.expect(ttls)
+    expiry.follow()  # another connection's call: the server lacks the command yet
+    client.execute_command("SET", "lock", "t", "EX", 600, "NX")
+    expiry.follow()
+    expiry.answered(ttls)
+    assert expiry.follow(599.999) == 0 and expiry.follow(0.001) == 1
+
+
+def test_ttls_are_read_off_the_command():
+    assert ttls_given(("SET", "k", "t", "EX", 600, "NX")) == {600_000}
+    assert ttls_given(("SET", "k", "t", "NX", "PX", "1500")) == {1_500}
+    assert ttls_given(("EXPIRE", "k", 30)) == {30_000}
+    assert ttls_given(("PEXPIRE", b"k", b"250")) == {250}
+    assert ttls_given(("SET", "k", "600")) == set() and ttls_given(("XADD", "k", "*", "f", 5)) == set()
+    assert ttls_given(("EVAL", "script", 1, "ns", "f", "v", "x", 0)) == {1, 1_000}
+
+
+def test_a_ttl_no_command_named_fails_rather_than_guess(redis_server):
+    client, expiry = fresh_expiry(redis_server)
+    client.set("odd", "1", px=1500)  # not through the link: nothing noted
     with pytest.raises(ExpiryOutOfReach, match="TTL of odd unknown"):
+        expiry.follow()
+
+
+def test_two_ttls_that_both_fit_fail_rather_than_guess(redis_server):
+    client, expiry = fresh_expiry(redis_server)
+    send(client, expiry, "SET", "a", "1", "EX", 3)
+    expiry.expect({2_000})  # another command that could have given 2 s
+    stall(client, "a", after_command_ms=1_500, after_sync_ms=2_000)
+    with pytest.raises(ExpiryOutOfReach, match="were both given"):
         expiry.follow()

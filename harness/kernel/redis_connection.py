@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+import redis
 import redis.asyncio as aioredis
 
+from .redis_expiry import ttls_given
 from .tasks import never_again
 
 if TYPE_CHECKING:
@@ -27,8 +29,8 @@ class LinkedConnection(aioredis.Connection):
         self.owner = owner
         self.index = link.joined(self)
         self._publishing: deque[str] = deque()
-        #: A command that can give a TTL awaits its reply.
-        self._gives_ttl = False
+        #: The TTLs (ms) a command awaiting its reply may give, if any.
+        self._gives_ttl: frozenset[int] = frozenset()
 
     async def _freeze_if_dead(self) -> None:
         if self.link.is_frozen(self):
@@ -40,24 +42,44 @@ class LinkedConnection(aioredis.Connection):
 
     async def send_command(self, *args: Any, **kwargs: Any) -> None:
         await self._freeze_if_dead()
-        if _sets_a_ttl(args):
-            self.link.follow_clock()  # the range its TTL is read in starts here
-            self._gives_ttl = True
         self.link.sending(self, args)
+        ttls = ttls_given(args)
+        if ttls:
+            self.link.follow_clock()  # the range its TTL is read in starts here
+            self.link.expiry.expect(ttls)  # and the TTL is one of these
+            self._gives_ttl = ttls
         if args and str(args[0]).upper() == "PUBLISH":
             self._publishing.append(str(args[1]))
-        await super().send_command(*args, **kwargs)
+        try:
+            await super().send_command(*args, **kwargs)
+        except BaseException:
+            if ttls:  # never sent: no reply will end its range
+                self._gives_ttl = frozenset()
+                self.link.expiry.answered(ttls)
+            raise
 
     async def read_response(self, *args: Any, **kwargs: Any):
         await self._freeze_if_dead()
         if kwargs.get("push_request"):
             return await self._read_push(*args, **kwargs)
+        answered = False
         try:
             response = await self.link.round_trip(lambda: super(LinkedConnection, self).read_response(*args, **kwargs))
+            answered = True
+        except redis.ResponseError:
+            answered = True
+            raise
         finally:
             if self._gives_ttl:  # and ends here: the TTL is taken over
-                self._gives_ttl = False
-                self.link.follow_clock()
+                ttls, self._gives_ttl = self._gives_ttl, frozenset()
+                try:
+                    self.link.follow_clock()
+                finally:
+                    # A reply lost (a cancelled wait, a dropped connection)
+                    # leaves the command's TTLs expected: the server may
+                    # apply it after this call.
+                    if answered:
+                        self.link.expiry.answered(ttls)
         if self._publishing:
             delivery = self.link.published(self._publishing.popleft(), int(response))
             if delivery is not None:
@@ -90,11 +112,3 @@ class LinkedConnection(aioredis.Connection):
         if writer is not None:
             writer.transport.abort()
 
-
-def _sets_a_ttl(args: tuple) -> bool:
-    """Whether a command can give a key a TTL (a script can: agentscope's
-    compare-and-set of a registry field calls ``EXPIRE``)."""
-    name = str(args[0]).upper() if args else ""
-    if name in ("EXPIRE", "PEXPIRE", "SETEX", "PSETEX", "EVAL", "EVALSHA"):
-        return True
-    return name == "SET" and any(str(a).upper() in ("EX", "PX") for a in args[3:])

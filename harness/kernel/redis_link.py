@@ -23,10 +23,11 @@ What the link adds, and why:
   comes, which is what the loop of polls amounts to.
 - **Keys expire on virtual time** (:meth:`RedisLink.follow_clock`,
   :mod:`.redis_expiry`): each TTL agentscope gives is taken over just
-  after its command (and bounded by a call just before it), the server
-  never ends a key itself, and a key ends when virtual time reaches its
-  deadline. The wall clock, however slow a loaded machine makes it, never
-  decides when a key ends.
+  after its command (and bounded by a call just before it) as the TTL the
+  command's arguments name, the server never ends a key itself, and a key
+  ends when virtual time reaches its deadline. The wall clock, however
+  slow a loaded machine makes it, never decides when a key ends, nor
+  which TTL it had.
 - **Faults where Redis has them:** the next command of a name on a key can
   fail before the server gets it (:meth:`RedisLink.fail_next`).
 - **A dead process' connections freeze**, and the server drops them
