@@ -13,13 +13,19 @@ saves the run's replies and state:
 - F10 (I7): one stop lands in ``abandon_inbox_consumer`` of a parked run:
   nothing is saved, not even the call it parked on, so the user's
   confirmation later ends in ``ReplyEnd(ERROR)``.
+- F8 again (I3, I5), before the clean-up: a stop lands in the run's
+  ``register_inbox_consumer``, which comes before the ``try`` whose
+  ``finally`` hands the registration back. The registration (often
+  written: the write went out before the cancel) is left behind, and what
+  a producer then deferred to it waits in the inbox.
 
-The fix: the hand-back runs inside the shielded persistence task, and the
-run waits for that task however many cancels land meanwhile, then
-re-raises the first of them. Whatever cancelled the run (a user's stop, a
-session delete, a shutdown), the state is saved before the session lock is
-released. Nothing changes on the normal path but one task (the hand-back
-moves into the persistence task).
+The fix: the registration moves inside that ``try``, the hand-back runs
+inside the shielded persistence task, and the run waits for that task
+however many cancels land meanwhile, then re-raises the first of them.
+Whatever cancelled the run (a user's stop, a session delete, a shutdown),
+the state is saved before the session lock is released. Nothing changes
+on the normal path but one task (the hand-back moves into the persistence
+task).
 """
 from __future__ import annotations
 
@@ -27,6 +33,18 @@ from .source_patch import SourcePatch
 
 #: Every release whose ``_run_impl`` has the texts below.
 TARGET_RELEASES = ("2.0.7", "2.0.7.post1", "2.0.8", "2.0.9", "2.0.10", "2.0.11")
+
+REGISTER_BEFORE = """\
+            await register_inbox_consumer(self._message_bus, session_id)
+            try:
+"""
+
+REGISTER_AFTER = """\
+            try:
+                # Inside the ``try``: a cancel landing in it still hands
+                # the registration back below.
+                await register_inbox_consumer(self._message_bus, session_id)
+"""
 
 ABANDON_BEFORE = """\
                 if not released:
@@ -97,7 +115,7 @@ PATCH = SourcePatch(
     method="_run_impl",
     before=ABANDON_BEFORE,
     after=ABANDON_AFTER,
-    more=((PERSIST_BEFORE, PERSIST_AFTER),),
+    more=((PERSIST_BEFORE, PERSIST_AFTER), (REGISTER_BEFORE, REGISTER_AFTER)),
     targets=TARGET_RELEASES,
     covers=("I5", "I7"),
     what="a run's clean-up (inbox hand-back, saving its state) finishes however many cancels land in it",
