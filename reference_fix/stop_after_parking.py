@@ -110,6 +110,27 @@ REARM_AFTER = """\
                                         current.cancel(*exc.args)
 """
 
+# ── 2b. a stop for a reply that awaits nothing is dropped ─────────────
+
+UNPARKED_BEFORE = """\
+                if self._skip_parked_wakeup(session_id, agent, input_msg):
+                    return
+"""
+
+UNPARKED_AFTER = """\
+                if self._skip_parked_wakeup(session_id, agent, input_msg):
+                    return
+                # A stop for a reply that awaits nothing (it ended, or an
+                # earlier stop ended it) has nothing to close: resumed, it
+                # would open a reply it never ends.
+                stopped = isinstance(input_msg, UserInterruptEvent)
+                if stopped and not agent.state.has_awaiting_tool_calls(
+                    agent.name,
+                ):
+                    return
+"""
+
+
 # ── 3. ``run`` hands over a stop that reached no agent code ───────────
 
 # The call is wrapped in a ``try`` of its own: an error of the hand-over is
@@ -228,7 +249,8 @@ HELPER = SourcePatch(
     **_SERVICE,
 )
 
-#: The re-armed cancels keep the user's mark.
+#: The re-armed cancels keep the user's mark; a stop with nothing to
+#: close is dropped.
 REARM = SourcePatch(
     method="_run_impl",
     before=REARM_A_BEFORE,
@@ -237,6 +259,7 @@ REARM = SourcePatch(
         (REARM_BEFORE, REARM_AFTER),
         (REARM_B_BEFORE, REARM_B_AFTER),
         (REARM_BEFORE, REARM_AFTER),
+        (UNPARKED_BEFORE, UNPARKED_AFTER),
     ),
     targets=ALL_RELEASES,
     **_SERVICE,

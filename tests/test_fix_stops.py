@@ -3,10 +3,11 @@
 hold with them.
 
 Each story is a committed counterexample's (F3: ``I9-*``, two steps; F8:
-``I5-*``, four steps), played on the installed release, or the stop F3's
-first fix still lost: one that reaches a parked run while its clean-up
-waits for the saving of its state. Each fix also ships as a diff per
-release, checked against the runtime change.
+``I5-*``, four steps), played on the installed release; or the stop F3's
+first fix still lost, one that reaches a parked run while its clean-up
+waits for the saving of its state; or a stop that lands as a run
+registers as its inbox's consumer, before the clean-up's ``try``. Each
+fix also ships as a diff per release, checked against the runtime change.
 """
 from __future__ import annotations
 
@@ -74,6 +75,36 @@ def _stop_in_the_clean_up(story) -> None:
     story.user_interrupts(session="leader")
 
 
+def _stop_as_the_run_registers(story) -> None:
+    """A channel payload wakes idle solo; the stop lands as its run
+    registers as the inbox consumer, before the ``try`` whose clean-up
+    hands the registration back."""
+    if story.world.run_of("solo") is None:
+        story.payload_arrives(source="channel", to="solo")
+    for _ in range(20):
+        run = story.world.run_of("solo")
+        if run is not None and run.pending is not None and run.pending.name == "registry_set":
+            break
+        story.one_task_takes_a_step(task=run.label if run is not None else "wakeup-dispatcher")
+    assert run is not None and run.pending.name == "registry_set", "the run never registered"
+    story.user_interrupts(session="solo")
+
+
+def _stop_before_the_run_starts(story) -> None:
+    """A channel payload wakes idle solo. The user presses stop after the
+    dispatcher spawned its run, before the run took the session lock: the
+    stop queues a resume carrying the interrupt. A second stop cancels the
+    run before its first reply, so the resume meets a session that has
+    never replied, with nothing to end."""
+    story.payload_arrives(source="channel", to="solo")
+    for _ in range(20):
+        if story.world.run_of("solo") is not None:
+            break
+        story.one_task_takes_a_step(task="wakeup-dispatcher")
+    story.user_interrupts(session="solo")
+    _stop_as_the_run_registers(story)
+
+
 def _stop_twice_in_turn_tail(story) -> None:
     story.payload_arrives(source="channel", to="solo")
     story.dispatcher_processes_queue()
@@ -136,8 +167,21 @@ def test_a_second_stop_in_the_clean_up_loses_the_payload_unless_fixed(applied):
     assert _violation("I5", _stop_twice_in_turn_tail) is None
 
 
+def test_a_stop_with_nothing_to_end_opens_no_reply_unless_fixed(applied):
+    assert "I10" in _violation("I10", _stop_before_the_run_starts)
+    applied("stop-after-parking")
+    assert _violation("I10", _stop_before_the_run_starts) is None
+
+
+def test_a_stop_as_the_run_registers_leaves_the_registration_unless_fixed(applied):
+    assert "I3" in _violation("I3", _stop_as_the_run_registers)
+    applied("clean-up-survives-stops")
+    assert _violation("I3", _stop_as_the_run_registers) is None
+
+
 @pytest.mark.parametrize("name, marks", [
-    ("clean-up-survives-stops", ["asyncio.shield(persist_task)", "raise cancelled"]),
+    ("clean-up-survives-stops", ["asyncio.shield(persist_task)", "raise cancelled",
+                                 "                await register_inbox_consumer(self._message_bus, session_id)"]),
     ("stop-after-parking", ['task.cancel("user interrupt")', "UserInterruptEvent(", "current.cancel(*exc.args)",
                             'if exc.args == ("user interrupt",):']),
 ])
