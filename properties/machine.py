@@ -37,7 +37,7 @@ from .rules.producers import LateWakeups, ProducerRules, StepwiseDeliveries
 from .rules.questions import Questions
 from .rules.story_rule import ON_SEVERAL_NODES
 from .rules.teams import SeveralTeams, TeamRules
-from .rules.users import Interrupts, ParkedMessages, UserRules
+from .rules.users import CleanUpStops, Interrupts, ParkedMessages, UserRules
 from .invariants.safety import LastParked
 from .rules.vocabulary import PAST_EVERY_LEASE, SOURCES, TURNS, scripted_turns
 from .story.record import Step
@@ -93,6 +93,7 @@ OPTIONAL_RULES: dict[str, type] = {
     "restarts": Restarts,
     "storage_faults": StorageFaults,
     "deletes": SessionDeletes,
+    "clean_up_stops": CleanUpStops,
 }
 
 class HitlMachine(
@@ -125,6 +126,7 @@ class HitlMachine(
     restarts: bool = False
     storage_faults: bool = False
     deletes: bool = False
+    clean_up_stops: bool = False
     #: The deployment: which bus, how many nodes (see
     #: :class:`~harness.world.deployment.Deployment`).
     bus: str = "fake"
@@ -133,7 +135,7 @@ class HitlMachine(
     #: Flags reported in :meth:`configuration` only when set (so stories
     #: of machines without them keep the names they always had).
     LATER_FLAGS = ("streaming", "several_teams", "background_jobs", "late_wakeups", "restarts", "storage_faults", "deletes",
-                   "stepwise_deliveries")
+                   "stepwise_deliveries", "clean_up_stops")
 
     def __init__(self) -> None:
         super().__init__()

@@ -119,6 +119,29 @@ def payload_in_parked_tail(story: Story) -> int:
     )
 
 
+def _parked_saving_state(story: Story):
+    """A parked run's span from the end of its turn tail (its check
+    released the inbox lock) to its clean-up's save trimming the session's
+    event log: the run waits for the save meanwhile (the trim is the
+    save's, made by a task of its own). The run published a card (or an
+    external job) before."""
+    if INBOX.inbox_lock_key is None:
+        return
+    events = MessageBusKeys.session_events("")
+    for n, e in enumerate(story.entries):
+        if e.op != "log_trim" or not e.key.startswith(events):
+            continue
+        session = e.key[len(events):]
+        last = next((m for m in range(n - 1, -1, -1) if story.run_session(story.entries[m]) == session), None)
+        if last is None:
+            continue
+        tail = story.entries[last]
+        if tail.op == "release_lock" and tail.key == INBOX.inbox_lock_key(session) and any(
+            x.task == tail.task and x.op == "log_append" and x.detail in PARKING for x in story.entries[:last]
+        ):
+            yield session, last, n
+
+
 def _stops_within(story: Story, spans) -> int:
     """Stops the cancel dispatcher got for a session inside one of its
     ``(session, first, last)`` spans."""
@@ -132,6 +155,10 @@ def stop_while_card_shows(story: Story) -> int:
 
 def stop_while_running(story: Story) -> int:
     return _stops_within(story, _run_holds_lock(story))
+
+
+def stop_in_parked_clean_up(story: Story) -> int:
+    return _stops_within(story, _parked_saving_state(story))
 
 
 def two_stops_one_run(story: Story) -> int:
@@ -264,6 +291,8 @@ WINDOWS: tuple[Window, ...] = (
            stop_while_card_shows),
     Window("stop-while-running", "stop pressed while a run holds the session lock", stop_while_running),
     Window("two-stops-one-run", "two stops reach one run", two_stops_one_run),
+    Window("stop-in-parked-clean-up", "stop pressed while a parked run waits for its clean-up to save its state",
+           stop_in_parked_clean_up, REGISTRATION),
     Window("inbox-check-finds-0", "a turn-tail inbox check finds nothing", inbox_check_finds(0, 0),
            REGISTRATION),
     Window("inbox-check-finds-1", "a turn-tail inbox check finds one payload", inbox_check_finds(1, 1),

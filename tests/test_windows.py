@@ -48,6 +48,15 @@ def test_a_stop_counts_while_the_card_shows_and_the_lock_is_held():
     assert windows.stop_while_card_shows(_story(CARD, other, RELEASE)) == 0
 
 
+def test_a_stop_counts_in_the_clean_up_only_after_the_parked_turn_tail():
+    checked = ("chat-run:solo", "release_lock", f"agentscope:inbox:lock:{S}", "")
+    trim = ("_persist", "log_trim", f"agentscope:session:events:{S}", "")
+    assert windows.stop_in_parked_clean_up(_story(CARD, TAIL, checked, STOP, trim, RELEASE)) == 1
+    assert windows.stop_in_parked_clean_up(_story(CARD, STOP, TAIL, checked, trim, RELEASE)) == 0
+    assert windows.stop_in_parked_clean_up(_story(TAIL, checked, STOP, trim, RELEASE)) == 0
+    assert windows.stop_in_parked_clean_up(_story(CARD, TAIL, checked, trim, STOP, RELEASE)) == 0
+
+
 def test_inbox_checks_are_counted_by_what_they_find():
     def check(found: int):
         return [TAIL, ("chat-run:solo", "queue_drain", f"agentscope:inbox:{S}", f"{found} entries")]

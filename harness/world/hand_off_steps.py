@@ -1,11 +1,14 @@
 """Moves aimed at one session's inbox hand-off: a delivery, the session's
 run or the wake-up dispatcher goes on by one of its operations, so that a
-rule can interleave them one at a time (on Redis each is a round trip).
-Part of the :class:`~.world.World` façade.
+rule can interleave them one at a time (on Redis each is a round trip);
+and the session's run going on into its clean-up, where a stop lands after
+the turn tail. Part of the :class:`~.world.World` façade.
 """
 from __future__ import annotations
 
 from agentscope.app.message_bus import MessageBusKeys
+
+from harness.kernel.interleaver import Op
 
 from .surface import INBOX
 
@@ -19,6 +22,15 @@ class HandOffSteps:
         describes each payload (a turn-tail check's put-backs included)."""
         inbox = MessageBusKeys.inbox(self.sessions[alias]) if alias in self.sessions else None
         return [e.detail for e in self.interleaver.trace.entries if e.op == "queue_push" and e.key == inbox]
+
+    def run_to_clean_up(self, alias: str) -> None:
+        """``alias``'s run goes on until its clean-up saves its state (held
+        just before the save trims the session's event log: the run waits
+        for that save), ends, or must wait for another party."""
+        run = self.run_of(alias)
+        if run is not None:
+            trim = Op("log_trim", MessageBusKeys.session_events(self.sessions[alias]))
+            self.actors.finish(run, stop=self.actors.held_at(trim))
 
     def hand_off_step(self, alias: str, party: str, node: int = 0) -> bool:
         """One move of an interleaving aimed at ``alias``'s inbox hand-off;

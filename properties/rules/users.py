@@ -3,8 +3,8 @@ the external system that posts a submitted job's result.
 
 Everything the user does enters through agentscope's own routes (the chat
 endpoint, the interrupt route). :class:`UserRules` are in every story;
-:class:`Interrupts` and :class:`ParkedMessages` only on machines whose flag
-turns them on.
+:class:`Interrupts`, :class:`CleanUpStops` and :class:`ParkedMessages` only
+on machines whose flag turns them on.
 """
 from __future__ import annotations
 
@@ -142,6 +142,29 @@ class Interrupts:
         the session was doing at that moment."""
         self.ledger.interrupt(self.world.observe_session(session))
         self.world.user_presses_stop(session, node or 0)
+
+
+class CleanUpStops:
+    """The stop button pressed while a run saves its state (machines with
+    ``clean_up_stops``): after the turn tail, where no agent code sees it."""
+
+    @story_rule(
+        when=lambda self: self.any_run(),
+        session=Where("has_run"),
+        says=lambda session: (
+            f"{session}'s run goes on past its turn tail until its clean-up saves its state; "
+            f"the user presses stop on {session} while the run waits for the save."
+        ),
+    )
+    def user_interrupts_clean_up(self, session: str) -> None:
+        """The session's run goes on until its clean-up saves its state
+        (just before the save trims the session's event log), and the user
+        presses stop then, through agentscope's interrupt route (if the run
+        ended or must wait elsewhere first, the stop reaches what is
+        there). Recorded in the ledger as any stop."""
+        self.world.run_to_clean_up(session)
+        self.ledger.interrupt(self.world.observe_session(session))
+        self.world.user_presses_stop(session)
 
 
 class ParkedMessages:
