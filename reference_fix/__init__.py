@@ -13,12 +13,14 @@ targets and the properties it makes hold there:
   running, unowned, when its reply is stopped inside the offload window
   (I14);
 - :mod:`reference_fix.clean_up_survives_stops` (2.0.7–2.0.11): cancels
-  landing in a run's clean-up, which lost what the run consumed (I5) or
-  the parked call itself (I7);
-- :mod:`reference_fix.stop_after_parking` (2.0.7–2.0.11; three patches):
-  a user's stop landing after the run parked, which was lost (I9); the
-  interrupt route marks its cancel, so a shutdown or a delete is never
-  taken for a stop;
+  landing in a run's clean-up, or in its registration as its inbox's
+  consumer, which lost what the run consumed (I5, I3) or the parked call
+  itself (I7);
+- :mod:`reference_fix.stop_after_parking` (2.0.7–2.0.11; four patches per
+  release): a user's stop landing after the run parked (turn tail,
+  clean-up, naming call), which was lost (I9), handed over in
+  ``ChatService.run``; the interrupt route marks its cancel, so a shutdown
+  or a delete is never taken for a stop;
 - :mod:`reference_fix.message_while_parked` (2.0.7–2.0.11): a message to a
   session parked on a pending call, accepted and then dropped with an
   error; the chat endpoint refuses it (409), and a run that still meets

@@ -31,9 +31,9 @@ PATCHED: list[tuple[str, tuple[str, ...], int]] = [
     ("F5", ("inbox-sweeper",), 0),
     ("F6", ("stop-reaches-slow-tools",), 0),
     ("F8", ("clean-up-survives-stops",), 0),
-    # Exit 0: the confirmed call runs. The stop that landed in the clean-up
-    # is still not honoured, with or without stop-after-parking (the
-    # report says so).
+    # Exit 0: the confirmed call runs (clean-up-survives-stops alone), or
+    # the stop that landed in the clean-up ends the reply (with
+    # stop-after-parking too; the report says which).
     ("F10", ("clean-up-survives-stops",), 0),
     ("F10", ("clean-up-survives-stops", "stop-after-parking"), 0),
     ("F13", ("message-while-parked",), 0),
