@@ -157,7 +157,7 @@ def test_a_stop_in_the_clean_up_of_a_parked_run_ends_the_reply(applied):
 
 
 def test_a_stop_in_the_clean_up_ends_the_reply_with_every_fix(applied):
-    applied(*reference_fix.FIXES)
+    applied(*reference_fix.plan().applied)
     assert _violation("I9", _stop_in_the_clean_up) == "interrupted"
 
 
