@@ -143,7 +143,7 @@ def test_windows_of_the_registration_are_not_applicable_without_it():
     slugs = [w.slug for w in windows.WINDOWS]
     assert set(windows.not_applicable(slugs, OLD_ABSENT)) == {
         "inbox-check-finds-0", "inbox-check-finds-1", "inbox-check-finds-2+",
-        "producer-check-then-act", "run-dies-registered",
+        "producer-check-then-act", "run-dies-registered", "stop-in-parked-clean-up",
     }
     assert windows.not_applicable(slugs) == {}
 
