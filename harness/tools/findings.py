@@ -139,9 +139,10 @@ def record(found: NamedFinding | None) -> dict | None:
 
 
 def label(found: dict | None, links: bool = True) -> str:
-    """`` [F1: docs/findings/confirm/f1_....py, docs/upstream/F1.md]`` for
-    a verdict line, from :func:`record` (`` [F1]`` without ``links``: a
-    violation found on the way, whose folder's report links them) (paths from the repository's root), `` [no known
+    """How a verdict line names a finding, from :func:`record`:
+    `` [F1: docs/findings/confirm/f1_....py, docs/upstream/F1.md]`` (paths
+    from the repository's root); `` [F1]`` without ``links`` (a violation
+    found on the way, whose folder's report links them); `` [no known
     finding]``; "" when the docs are not here."""
     if found is None:
         return ""

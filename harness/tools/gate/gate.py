@@ -239,13 +239,11 @@ async def _gate_all(plan: inputs.Plan, options: Options, live: bool | None,
 def _relative(verdict: dict) -> dict:
     """A verdict whose counterexample folders (its own, and what its search
     found on the way) are relative to the working directory when they lie
-    under it (what a person and a CI artifact see)."""
-    def short(folder):
-        inside = folder and Path(folder).is_relative_to(Path.cwd())
-        return str(Path(folder).relative_to(Path.cwd())) if inside else folder
-
-    also = {code: short(folder) for code, folder in (verdict.get("also_found") or {}).items()}
-    return {**verdict, "counterexample": short(verdict.get("counterexample")), "also_found": also}
+    under it (:func:`.reports.under_cwd`)."""
+    also = {code: reports.under_cwd(folder)
+            for code, folder in (verdict.get("also_found") or {}).items()}
+    return {**verdict, "counterexample": reports.under_cwd(verdict.get("counterexample")),
+            "also_found": also}
 
 
 async def _gate_one(target, *, options: Options, builds: _Builds,

@@ -105,9 +105,12 @@ def meaning(rows: list[Row], code: Exit) -> str:
     return MEANING[code]
 
 
-def _under_cwd(path: str) -> str:
-    inside = Path(path).is_absolute() and Path(path).is_relative_to(Path.cwd())
-    return str(Path(path).relative_to(Path.cwd())) if inside else path
+def under_cwd(path: str | None) -> str | None:
+    """``path`` relative to the working directory when it lies under it
+    (what a person and a CI artifact see), else as it is."""
+    if path and Path(path).is_relative_to(Path.cwd()):
+        return str(Path(path).relative_to(Path.cwd()))
+    return path
 
 
 def write_json(rows: list[Row], path: Path, exit_code: Exit, **run) -> None:
@@ -143,7 +146,7 @@ def _spec(row: Row) -> dict:
     entry = {**asdict(row), "outcome": row.outcome.name.lower()}
     if row.path:
         entry["path"] = where_agentscope_came_from(row.path)
-    entry["pregate"] = [{**e, "path": _under_cwd(e["path"])} if e.get("path") else e
+    entry["pregate"] = [{**e, "path": under_cwd(e["path"])} if e.get("path") else e
                         for e in entry.get("pregate") or []]
     entry["verdicts"] = {
         code: {**verdict, "classification": row.comparison.get(code, {}).get("classification")}
