@@ -7,6 +7,7 @@ on it, and drives tasks one switch point at a time.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -567,3 +568,64 @@ def test_serial_storage_hands_each_write_to_written_done_or_not(kernel):
         ("put_thing", {"name": "b", "size": 2}, "put b", True),
         ("put_thing", {"name": "bad"}, None, False),
     ]
+
+
+def outside_work(kernel: Interleaver, seconds: float):
+    """Work that leaves the loop for ``seconds`` of wall-clock time (a
+    round trip to a server), as the loop sees it."""
+
+    async def work():
+        kernel.outside_work_started()
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, time.sleep, seconds)
+        finally:
+            kernel.outside_work_finished()
+    return work()
+
+
+def test_harness_code_that_starts_tasks_moves_them_one_step_at_a_time(kernel):
+    """The slower reply of two commands sent at once would come second;
+    started one step at a time, the oldest task's comes first."""
+    log = []
+
+    async def slow():
+        await kernel.switch_point(Op("step", "slow"))
+        await outside_work(kernel, 0.05)
+        log.append("slow")
+
+    async def fast():
+        await kernel.switch_point(Op("step", "fast"))
+        log.append("fast")
+
+    async def start():
+        asyncio.get_running_loop().create_task(slow())
+        asyncio.get_running_loop().create_task(fast())
+        return "started"
+
+    assert kernel.run_one_step_at_a_time(start()) == "started"
+    assert log == ["slow", "fast"]
+    assert not kernel.held()
+
+
+def test_cancelling_every_task_lands_no_cancel_inside_outside_work(kernel):
+    """A call in flight ends as it would; the tasks are cancelled where
+    they wait, and so is a task a cancelled one starts in its clean-up."""
+    log = []
+
+    async def calls_out():
+        await outside_work(kernel, 0.05)
+        log.append("call ended")
+        await asyncio.Event().wait()
+
+    async def cleans_up():
+        try:
+            await asyncio.Event().wait()
+        finally:
+            asyncio.get_running_loop().create_task(asyncio.Event().wait(), name="left-by-clean-up")
+
+    kernel.controlling = False
+    for coro in (calls_out(), cleans_up()):
+        kernel.loop.create_task(coro)
+    kernel.run_uncontrolled(kernel.cancel_every_task())
+    assert log == ["call ended"]
+    assert not kernel.tasks()

@@ -145,6 +145,30 @@ def test_a_story_across_nodes_replays_identically():
     assert first == play_across_nodes()
 
 
+@pytest.fixture
+def every_fix():
+    """Every reference fix applied for the test, as the gate's
+    ``--with-fix`` applies them; the suite's state restored after."""
+    import reference_fix
+
+    was = reference_fix.is_applied()
+    if not was:
+        reference_fix.apply()
+    yield
+    if not was:
+        reference_fix.remove()
+
+
+def test_with_every_fix_the_nodes_start_in_one_order_and_a_story_replays_identically(every_fix):
+    """The fixes' dispatchers start tasks beside their loops (a drain, the
+    inbox sweeper): started one bus operation at a time, their commands
+    reach the server in the same order in every run."""
+    first = play_across_nodes()
+    start = [line.split()[1] for line in first.splitlines()[:4]]
+    assert start == ["wakeup-dispatcher@0", "_dispatch_batch@0", "wakeup-sweeper@0", "cancel-dispatcher:session@0"]
+    assert first == play_across_nodes() == play_across_nodes()
+
+
 @pytest.mark.parametrize(
     "bus, nodes, says",
     [

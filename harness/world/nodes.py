@@ -89,29 +89,29 @@ def rebuild_node(stage: Stage, interleaver: Interleaver, node: Node, first: Node
 
 def start_nodes(nodes: list[Node], interleaver: Interleaver) -> None:
     """Each node starts its wake-up and cancel dispatchers, in that order,
-    as agentscope's lifespan does."""
+    as agentscope's lifespan does, one bus operation at a time (control
+    must be on): the order a story starts in is the same in every run."""
     for node in nodes:
         with building(interleaver, node.index):
-            interleaver.run_uncontrolled(node.app.dispatcher.__aenter__())
-            interleaver.run_uncontrolled(node.app.cancel_dispatcher.__aenter__())
+            interleaver.run_one_step_at_a_time(node.app.dispatcher.__aenter__())
+            interleaver.run_one_step_at_a_time(node.app.cancel_dispatcher.__aenter__())
 
 
 async def shut_down(nodes: list[Node], interleaver: Interleaver) -> None:
-    """Stop the live nodes' dispatchers, every task, and the apps; a dead
-    node's app is dropped (its process is gone). Then the story's script
-    book is closed."""
+    """Cancel every task of the story where it waits (see
+    :meth:`~harness.kernel.interleaver.Interleaver.cancel_every_task`),
+    then stop the live nodes' dispatchers and apps; a dead node's app is
+    dropped (its process is gone). Then the story's script book is closed.
+
+    Stopping a dispatcher first, as agentscope's lifespan does, let other
+    tasks run meanwhile: against a real server the loop idles, virtual
+    time jumps to a retry's timer, and a cancel then landed inside the
+    storage call the retry had started."""
+    await interleaver.cancel_every_task()
     for node in nodes:
         if node.alive:
             await node.app.cancel_dispatcher.__aexit__(None, None, None)
             await node.app.dispatcher.__aexit__(None, None, None)
-    pending = [
-        r.task
-        for r in interleaver.tasks() + interleaver.crashed()
-        if r.task is not asyncio.current_task()
-    ]
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
     for node in reversed(nodes):
         if node.alive:
             await node.app.close()

@@ -111,10 +111,10 @@ class World(WorldFaults, WorldLifecycle, HandOffSteps):
         self._naming.name(session_id, alias)
 
     def start(self) -> None:
-        """Start both dispatchers as the app's lifespan does, then take
-        control: from here on every bus operation is a switch point."""
-        start_nodes(self.nodes, self.interleaver)
+        """Take control, then start both dispatchers as the app's lifespan
+        does: from here on every bus operation is a switch point."""
         self.interleaver.controlling = True
+        start_nodes(self.nodes, self.interleaver)
         self.interleaver.quiesce()
 
     def pause_model_calls(self) -> None:
