@@ -17,7 +17,7 @@ from harness.kernel.clock import VirtualClock
 from harness.kernel.controlled_bus import ControlledBus, InjectedBusFault
 from harness.kernel.controlled_storage import SerialStorage
 from harness.kernel.event_loop import VirtualTimeEventLoop
-from harness.kernel.interleaver import DidNotSettle, Interleaver, Livelock, Op
+from harness.kernel.interleaver import DidNotSettle, Interleaver, Livelock, Op, Restless
 from harness.kernel.repeats import LIVELOCK_AFTER
 
 
@@ -166,6 +166,29 @@ def test_work_due_past_the_horizon_is_reported(kernel):
     with pytest.raises(DidNotSettle, match="still busy 10 virtual seconds on"):
         kernel.settle(horizon=10)
 
+
+
+@pytest.mark.parametrize("processes, restless", [(1, True), (2, False)])
+def test_the_busy_budget_is_per_process_of_agentscope(kernel, processes, restless):
+    """75 operations a virtual second for 200 s: more than one process'
+    budget (3000 + 50 a second), within two processes' (each drains the
+    trigger queue on every wake-up signal)."""
+    kernel.skip_repeats = False
+
+    async def retries_for_a_while():
+        for n in range(15000):
+            await asyncio.sleep(1 / 75)
+            await kernel.switch_point(Op("step", "retry"))
+            kernel.record("step", f"retry{n % 2}")
+
+    kernel.processes = processes
+    kernel.spawn(retries_for_a_while(), "retry")
+    if restless:
+        with pytest.raises(Restless, match="more than 3000 \\+ 50 a second"):
+            kernel.settle()
+    else:
+        kernel.settle()
+        assert not kernel.tasks()
 
 # ── crashes ───────────────────────────────────────────────────────────
 

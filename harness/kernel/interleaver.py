@@ -42,11 +42,14 @@ SETTLE_STEP_LIMIT = 5000
 SETTLE_HORIZON = 3600.0
 
 #: Bus operations settling may play before its rate is counted, and the
-#: rate (per virtual second) it may not exceed beyond them. The busiest
-#: settles of the suite's searches, fixes on or off, played under 1,800
-#: operations, at most 50 a virtual second over 30 s (the inbox sweeper);
-#: agentscope's own retry of a trigger behind a held lock (every 0.1 s,
-#: four operations) plays 40 a second. Exact repetitions left out
+#: rate (per virtual second) it may not exceed beyond them, per process
+#: of agentscope. The busiest settles of the suite's searches, fixes on or
+#: off, played under 1,800 operations, at most 50 a virtual second over
+#: 30 s (the inbox sweeper); agentscope's own retry of a trigger behind a
+#: held lock (every 0.1 s, four operations) plays 40 a second. Each more
+#: process drains the trigger queue on every wake-up signal (one more
+#: drain a retry; with the inbox sweeper, one more read of its list), so
+#: the budget grows with the processes. Exact repetitions left out
 #: (:mod:`.repeats`) are not counted.
 BUSY_BASE = 3000
 BUSY_RATE = 50.0
@@ -102,6 +105,9 @@ class Interleaver(Deaths):
         #: Whether labels name each task's node (``@n``): worlds of
         #: several nodes.
         self.label_nodes = False
+        #: The processes of agentscope in the world (the busy budget is
+        #: per process).
+        self.processes = 1
         #: When the bus changes by itself (leases, TTLs); without it, no
         #: repetition is ever left out and none is a livelock.
         self.expiries: Callable[[], Iterable[float]] | None = None
@@ -388,13 +394,14 @@ class Interleaver(Deaths):
         why = self.too_busy()
         if why is not None:
             raise Restless(why)
-        if len(self.trace.entries) - first_op <= BUSY_BASE + BUSY_RATE * elapsed:
+        base, rate = BUSY_BASE * self.processes, BUSY_RATE * self.processes
+        if len(self.trace.entries) - first_op <= base + rate * elapsed:
             return
         played = self.trace.entries[first_op:]
         busiest = Counter(f"{base_label(e.task)} {e.op}" for e in played).most_common(3)
         raise Restless(
             f"{len(played)} bus operations in {elapsed:g} virtual seconds of settling, more than "
-            f"{BUSY_BASE} + {BUSY_RATE:g} a second; the busiest: "
+            f"{base} + {rate:g} a second; the busiest: "
             + ", ".join(f"{what} ×{n}" for what, n in busiest),
         )
 

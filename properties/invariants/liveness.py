@@ -62,7 +62,7 @@ def work_is_bounded(obs: Observation, ledger: Ledger) -> None:
     """I17: the world comes to rest with bounded work: a trigger that
     cannot be dispatched, a session woken again and again, a retry that
     multiplies itself never makes settling play more bus operations than a
-    base budget plus a bounded number per virtual second
+    base budget plus a bounded number per virtual second, each per process
     (:data:`harness.kernel.interleaver.BUSY_RATE`), repeat itself with
     nothing due to change it, or stay busy past the settling horizon.
 
