@@ -168,6 +168,24 @@ def test_work_due_past_the_horizon_is_reported(kernel):
 
 
 
+
+def test_cancelling_every_task_lets_time_pass_for_a_clean_up(kernel):
+    """A clean-up that polls for a lock until a lease runs out finishes:
+    a process that shuts down lets time pass."""
+    log = []
+
+    async def polls_in_its_clean_up():
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(30)
+            log.append(kernel.loop.time())
+
+    kernel.controlling = False
+    kernel.loop.create_task(polls_in_its_clean_up())
+    kernel.run_uncontrolled(kernel.cancel_every_task())
+    assert log == [30.0] and not kernel.tasks()
+
 @pytest.mark.parametrize("processes, restless", [(1, True), (2, False)])
 def test_the_busy_budget_is_per_process_of_agentscope(kernel, processes, restless):
     """75 operations a virtual second for 200 s: more than one process'

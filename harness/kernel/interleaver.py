@@ -286,7 +286,10 @@ class Interleaver(Deaths):
         then any task their clean-up starts, until none is left. Each round
         waits until the world is quiet and cancels with no await between:
         no cancel lands inside outside work. (A storage call cancelled
-        part-way can leave sqlite locked for the next story: F15.)"""
+        part-way can leave sqlite locked for the next story: F15.) Time
+        passes as the clean-ups need it (one polls for a lock a crashed
+        run holds until its lease runs out), up to the settling horizon."""
+        give_up_at = self.loop.clock.now() + SETTLE_HORIZON
         while True:
             await self._until_quiescent()
             pending = [
@@ -297,7 +300,14 @@ class Interleaver(Deaths):
                 return
             for task in pending:
                 task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+            while not all(task.done() for task in pending):
+                await self._until_quiescent()
+                deadline = self.loop.next_timer_deadline()
+                if all(task.done() for task in pending):
+                    break
+                if deadline is None or deadline > give_up_at:
+                    return  # they wait for ever: left as they are
+                self.loop.clock.advance_to(max(deadline, self.loop.clock.now()))
 
     async def _until_quiescent(self) -> None:
         while True:

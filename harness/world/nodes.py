@@ -104,9 +104,9 @@ async def shut_down(nodes: list[Node], interleaver: Interleaver) -> None:
     dropped (its process is gone). Then the story's script book is closed.
 
     Stopping a dispatcher first, as agentscope's lifespan does, let other
-    tasks run meanwhile: against a real server the loop idles, virtual
-    time jumps to a retry's timer, and a cancel then landed inside the
-    storage call the retry had started."""
+    tasks move meanwhile (against a real server, replies arrive while it
+    waits), and a cancel then landed inside the storage call one of them
+    had started (a wake-up's retry reading its agent)."""
     await interleaver.cancel_every_task()
     for node in nodes:
         if node.alive:
