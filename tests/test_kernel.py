@@ -183,7 +183,7 @@ def test_cancelling_every_task_lets_time_pass_for_a_clean_up(kernel):
 
     kernel.controlling = False
     kernel.loop.create_task(polls_in_its_clean_up())
-    kernel.run_uncontrolled(kernel.cancel_every_task())
+    kernel.run_uncontrolled(kernel.cancel_every_task(horizon=3600))
     assert log == [30.0] and not kernel.tasks()
 
 @pytest.mark.parametrize("processes, restless", [(1, True), (2, False)])
@@ -667,6 +667,6 @@ def test_cancelling_every_task_lands_no_cancel_inside_outside_work(kernel):
     kernel.controlling = False
     for coro in (calls_out(), cleans_up()):
         kernel.loop.create_task(coro)
-    kernel.run_uncontrolled(kernel.cancel_every_task())
+    kernel.run_uncontrolled(kernel.cancel_every_task(horizon=3600))
     assert log == ["call ended"]
     assert not kernel.tasks()

@@ -27,6 +27,7 @@ from collections.abc import Coroutine, Iterable
 from typing import Any, Callable
 
 from .deaths import Deaths
+from .ends import Ends
 from .event_loop import VirtualTimeEventLoop
 from .tasks import ControlledTask, Op  # noqa: F401  (re-exported)
 from .repeats import LIVELOCK_AFTER, SKIP_AFTER, Checkpoint, Repeats, Skip, base_label, describe, frame_of, renumbered
@@ -46,11 +47,9 @@ SETTLE_HORIZON = 3600.0
 #: of agentscope. The busiest settles of the suite's searches, fixes on or
 #: off, played under 1,800 operations, at most 50 a virtual second over
 #: 30 s (the inbox sweeper); agentscope's own retry of a trigger behind a
-#: held lock (every 0.1 s, four operations) plays 40 a second. Each more
-#: process drains the trigger queue on every wake-up signal (one more
-#: drain a retry; with the inbox sweeper, one more read of its list), so
-#: the budget grows with the processes. Exact repetitions left out
-#: (:mod:`.repeats`) are not counted.
+#: held lock (every 0.1 s, four operations) plays 40 a second; each more
+#: process drains on every wake-up signal, one more drain a retry. Exact
+#: repetitions left out (:mod:`.repeats`) are not counted.
 BUSY_BASE = 3000
 BUSY_RATE = 50.0
 
@@ -71,7 +70,7 @@ class Livelock(DidNotSettle):
     :mod:`.repeats`)."""
 
 
-class Interleaver(Deaths):
+class Interleaver(Deaths, Ends):
     """Owns the loop's task factory, the switch points and quiescence.
 
     (agentscope has a ``SchedulerManager`` of its own, for timed jobs; this
@@ -251,63 +250,6 @@ class Interleaver(Deaths):
         finally:
             self._creating_internal = False
         return self.loop.run_until_complete(task)
-
-    def run_one_step_at_a_time(self, coro: Coroutine) -> Any:
-        """Run harness code that starts tasks (a dispatcher's start) under
-        control: the tasks it makes move one switch point at a time, the
-        oldest held first, each once the last is back, until the code has
-        returned and nothing is held. The code itself is not held.
-
-        Started uncontrolled, such tasks raced: against a real server,
-        which of two commands sent together is answered first is the
-        server's and the network's choice, not the story's."""
-        if not self.controlling:
-            raise RuntimeError("run_one_step_at_a_time needs control on")
-        return self.run_uncontrolled(self._one_step_at_a_time(coro))
-
-    async def _one_step_at_a_time(self, coro: Coroutine) -> Any:
-        self._creating_internal = True
-        try:
-            code = self.loop.create_task(coro)
-        finally:
-            self._creating_internal = False
-        while True:
-            await self._until_quiescent()
-            held = self.held()
-            if held:
-                self._release(held[0])
-            elif code.done():
-                return code.result()
-            else:
-                raise RuntimeError("harness code waits for something no task can give")
-
-    async def cancel_every_task(self) -> None:
-        """Cancel every controlled task (crashed ones too) where it waits,
-        then any task their clean-up starts, until none is left. Each round
-        waits until the world is quiet and cancels with no await between:
-        no cancel lands inside outside work. (A storage call cancelled
-        part-way can leave sqlite locked for the next story: F15.) Time
-        passes as the clean-ups need it (one polls for a lock a crashed
-        run holds until its lease runs out), up to the settling horizon."""
-        give_up_at = self.loop.clock.now() + SETTLE_HORIZON
-        while True:
-            await self._until_quiescent()
-            pending = [
-                r.task for r in self.tasks() + self.crashed()
-                if r.task is not asyncio.current_task()
-            ]
-            if not pending:
-                return
-            for task in pending:
-                task.cancel()
-            while not all(task.done() for task in pending):
-                await self._until_quiescent()
-                deadline = self.loop.next_timer_deadline()
-                if all(task.done() for task in pending):
-                    break
-                if deadline is None or deadline > give_up_at:
-                    return  # they wait for ever: left as they are
-                self.loop.clock.advance_to(max(deadline, self.loop.clock.now()))
 
     async def _until_quiescent(self) -> None:
         while True:

@@ -18,7 +18,7 @@ from agentscope.app.message_bus import MessageBus
 
 from fakes.model import ScriptBook
 from harness.kernel.controlled_bus import ControlledBus
-from harness.kernel.interleaver import Interleaver
+from harness.kernel.interleaver import SETTLE_HORIZON, Interleaver
 
 from .app import AgentscopeApp, build_app
 from .stage import BOOK_NAME, Stage
@@ -99,7 +99,7 @@ def start_nodes(nodes: list[Node], interleaver: Interleaver) -> None:
 
 async def shut_down(nodes: list[Node], interleaver: Interleaver) -> None:
     """Cancel every task of the story where it waits (see
-    :meth:`~harness.kernel.interleaver.Interleaver.cancel_every_task`),
+    :meth:`~harness.kernel.ends.Ends.cancel_every_task`),
     then stop the live nodes' dispatchers and apps; a dead node's app is
     dropped (its process is gone). Then the story's script book is closed.
 
@@ -107,7 +107,7 @@ async def shut_down(nodes: list[Node], interleaver: Interleaver) -> None:
     tasks move meanwhile (against a real server, replies arrive while it
     waits), and a cancel then landed inside the storage call one of them
     had started (a wake-up's retry reading its agent)."""
-    await interleaver.cancel_every_task()
+    await interleaver.cancel_every_task(SETTLE_HORIZON)
     for node in nodes:
         if node.alive:
             await node.app.cancel_dispatcher.__aexit__(None, None, None)

@@ -70,8 +70,7 @@ class World(WorldFaults, WorldLifecycle, HandOffSteps):
         self.interleaver = Interleaver(self.loop, rename=self.alias)
         self.actors = Actors(self.interleaver)
         buses, self._inspector, self._link = bus_for(deployment, stage, self.interleaver)
-        self.interleaver.label_nodes = deployment.nodes > 1
-        self.interleaver.processes = deployment.nodes
+        self.interleaver.label_nodes, self.interleaver.processes = deployment.nodes > 1, deployment.nodes
         # When the bus's leases and TTLs end, for settling to skip repeats
         # up to (the fake bus says; a real server does not, so none).
         self.interleaver.expiries = getattr(buses[0], "expiries", None)
