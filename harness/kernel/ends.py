@@ -50,8 +50,8 @@ class Ends:
         waits until the world is quiet and cancels with no await between:
         no cancel lands inside outside work. (A storage call cancelled
         part-way can leave sqlite locked for the next story: F15.) Time
-        passes as the clean-ups need it (one polls for a lock a crashed
-        run holds until its lease runs out), up to ``horizon`` virtual seconds on."""
+        passes as the clean-ups need it (a poll, a backoff), up to
+        ``horizon`` virtual seconds on."""
         give_up_at = self.loop.clock.now() + horizon
         while True:
             await self._until_quiescent()

@@ -10,7 +10,6 @@ the server saw, whoever asked.
 """
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from dataclasses import dataclass
 
