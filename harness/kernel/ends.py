@@ -2,7 +2,8 @@
 
 Part of :class:`~harness.kernel.interleaver.Interleaver` (its task
 registry, switch points and quiescence: ``_release``, :meth:`held`,
-:meth:`tasks`, ``_until_quiescent``).
+:meth:`tasks`, ``_until_quiescent``); :meth:`_internal_task` serves its
+:meth:`run_uncontrolled` too.
 """
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ from typing import Any
 class Ends:
     """Harness code that starts tasks, one step at a time; every task
     cancelled at the end, with no cancel inside outside work."""
+
+    def _internal_task(self, coro: Coroutine) -> asyncio.Task:
+        """A task for harness code: not a controlled task itself (what
+        :meth:`run_uncontrolled` runs)."""
+        self._creating_internal = True
+        try:
+            return self.loop.create_task(coro)
+        finally:
+            self._creating_internal = False
 
     def run_one_step_at_a_time(self, coro: Coroutine) -> Any:
         """Run harness code that starts tasks (a dispatcher's start) under
@@ -29,11 +39,7 @@ class Ends:
         return self.run_uncontrolled(self._one_step_at_a_time(coro))
 
     async def _one_step_at_a_time(self, coro: Coroutine) -> Any:
-        self._creating_internal = True
-        try:
-            code = self.loop.create_task(coro)
-        finally:
-            self._creating_internal = False
+        code = self._internal_task(coro)
         while True:
             await self._until_quiescent()
             held = self.held()
@@ -63,11 +69,11 @@ class Ends:
                 return
             for task in pending:
                 task.cancel()
-            while not all(task.done() for task in pending):
+            while True:
                 await self._until_quiescent()
-                deadline = self.loop.next_timer_deadline()
                 if all(task.done() for task in pending):
                     break
+                deadline = self.loop.next_timer_deadline()
                 if deadline is None or deadline > give_up_at:
                     return  # they wait for ever: left as they are
                 self.loop.clock.advance_to(max(deadline, self.loop.clock.now()))

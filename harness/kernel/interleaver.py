@@ -244,12 +244,7 @@ class Interleaver(Deaths, Ends):
         The coroutine itself is not a controlled task, but any task it
         creates is. Only call this when the world is quiescent.
         """
-        self._creating_internal = True
-        try:
-            task = self.loop.create_task(coro)
-        finally:
-            self._creating_internal = False
-        return self.loop.run_until_complete(task)
+        return self.loop.run_until_complete(self._internal_task(coro))
 
     async def _until_quiescent(self) -> None:
         while True:
