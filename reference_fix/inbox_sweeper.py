@@ -1,82 +1,73 @@
 """Wake what a crashed run left in its session's inbox (F5).
 
-The bug (every release 2.0.7–2.0.11): a run registers as its session's
-inbox consumer, and while it is registered ``deliver_to_inbox`` queues no
-wake-up (the run drains at its turn tail). A trigger the wake-up
-dispatcher drained is gone from the queue once its run is spawned. When
-the run's process dies (an OOM kill, a redeploy), its session lock and
-consumer registration expire with their leases (600 s), but nothing
-re-delivers: what producers deferred to the dead run, and the payload the
-popped trigger was for, wait in the inbox until an unrelated event for
-that session (I11).
+The bug (every release 2.0.7–2.0.11): while a run is registered as its
+session's inbox consumer, ``deliver_to_inbox`` queues no wake-up, and a
+trigger the wake-up dispatcher drained is gone from the queue. When that
+process dies (an OOM kill, a redeploy), the lock and registration expire
+with their leases (600 s), but nothing re-delivers: what producers left
+to it waits in the inbox until an unrelated event for that session (I11).
 
-The fix: a watch list on the bus and a sweeper in the wake-up dispatcher.
-The list is one registry namespace, ``f"{MessageBusKeys.wakeup_queue()}:
-watch"``: a process that never saw the run has to find it, and every
-registry namespace ``MessageBusKeys`` builds is per session or channel, so
-the key is derived from the trigger queue's as agentscope derives related
-keys (the index-task signal is its queue's plus ``:wake``). Each entry
-names one session, and is one of two kinds, so that no run's end can take
-another's entry off:
+The fix: a watch list on the bus, one registry namespace any process
+finds (``f"{MessageBusKeys.wakeup_queue()}:watch"``, derived as the
+index-task signal's key is), and a sweeper in the wake-up dispatcher.
+Each entry names one session, and is one of two kinds, so that no run's
+end can take another's entry off:
 
 - ``run:<id>``, one per run the dispatcher spawns for a trigger it
   drained (a fresh id from agentscope's id factory). The dispatcher lists
   it right after the spawn and takes it off when that run's task ends (a
-  done callback, or at once if it has ended); only a run whose process
-  died leaves it.
-- ``deferred:<session id>``, put by ``deliver_to_inbox`` when it defers a
-  payload to a registered consumer, under the inbox lock and only if the
-  session is not listed yet. No run takes it off: the sweeper does, once
-  it finds the session with no run and no consumer (then every deferred
-  payload has been drained, or waits for the wake-up it queues). A
-  producer that lists the session publishes the wake-up signal after
+  done callback on the task ``spawn`` returned); only a run whose process
+  died (the dispatcher with it) leaves it.
+- ``deferred:<session id>``, put by ``deliver_to_inbox`` for every
+  payload it pushes, under the inbox lock and only if the session is not
+  listed yet: whether it defers the payload to a registered consumer or
+  queues a wake-up, the process that would consume it may die first (a
+  dispatcher that drained the wake-up dies with it before any run is
+  spawned). No run takes it off: the sweeper does, once it finds the
+  session with no run and no consumer (then every payload has been
+  drained, or waits for the wake-up it queues). A producer that lists a
+  session with a registered consumer publishes the wake-up signal after
   releasing the inbox lock, so every process' sweeper looks (the run's own
-  may die with it).
+  may die with it); a wake-up's own signal does that otherwise.
 
 The sweeper runs while the list is not empty. Every drain of the
 dispatcher arms it (on start, and on each signal), and so does a spawn.
-It reads the list at once and then every 30 s, and stops when it reads it
-empty. For each listed session with no run in this process and no
-session lock, it takes the inbox lock and, if an entry of it is still
-listed (another process' sweeper may have taken it), looks at the inbox
-(drain and put back, as ``has_pending_inbox_or_release`` does); if no
-consumer is registered it takes the session's entries off and, once the
-inbox lock is released, if payloads wait, queues a wake-up for them, as a
-producer would.
+It reads the list 30 s after it is armed and then every 30 s, and stops
+when it reads it empty. It looks only at entries it read the time before
+too: a run spawned just now, in any process, may not hold its lock yet,
+and waking its session would queue a second trigger, retried every 0.1 s
+while that lock stays held (a failed release, a crashed run's lease). For
+each such session with no run here and no session lock, it takes the
+inbox lock and, if it is still listed, looks at the inbox (drain and put
+back); if no consumer is registered it takes the session's entries off
+and, if payloads wait, queues a wake-up for them, as a producer would.
+Left open: a run listed for 30 s that has not taken its lock yet.
 
-Cost in bus operations, counted by ``test_its_cost_in_bus_operations``
-(``tests/test_fix_inbox_sweeper.py``: the harness's trace of a story
-played to rest with and without the fix, one process):
+Cost in bus operations, one process (``test_its_cost_in_bus_operations``
+counts them in the harness's trace, with and without the fix):
 
-- the dispatcher's start: one ``registry_getall`` (the list, read empty);
-- a run the chat endpoint starts, nothing deferred to it: none (the
-  previous form of this fix: six, ``registry_set``, ``publish``, the
-  drain the signal causes, ``registry_del``, two ``registry_getall``);
-- a run the dispatcher spawns for a trigger (a delivery to an idle
-  session): four, ``registry_set`` and ``registry_del`` of its entry and,
-  the sweeper being stopped, a ``registry_getall`` when it is armed and
-  one 30 s on that reads the list empty (previous form: seven);
-- a payload deferred to a running run: fourteen for the first since the
-  sweeper last took the session off: the producer's ``registry_get``,
-  ``registry_set`` and ``publish``; the drain of each process' dispatcher
-  on that signal; three ``registry_getall`` (armed, 30 s on, empty); once
-  the run has ended, the look that takes the entry off (``is_locked``,
-  the inbox lock, ``registry_get`` of the entry, one drain, the
-  registration's ``registry_get``, ``registry_del``, the release). Each
-  further deferral while it is listed: one ``registry_get``. (Previous
-  form: nothing per deferral, six per run.);
-- per sweep (every 30 s while anything is listed), per process: one
-  ``registry_getall``, one ``is_locked`` per listed session not running
-  here; for a session whose lock is free, the look above (with a push per
-  payload waiting) and, when payloads wait with no consumer, a wake-up
-  (``queue_push``, ``publish``);
-- a drain of the dispatcher (each signal) while its sweeper is stopped:
-  one ``registry_getall``. Nothing while nothing is listed and no trigger
-  flows.
-
-Residual window (across processes only): another process' sweeper may
-find a listed session unlocked while the run just spawned for it has not
-taken its lock, and queue a second wake-up (a run with nothing to read).
+- the dispatcher's start: one ``registry_getall`` (read empty 30 s on);
+- a run the chat endpoint starts, nothing delivered to it: none;
+- a run a trigger starts: two, ``registry_set`` and ``registry_del`` of
+  its entry;
+- a payload pushed (a wake-up queued, or deferred to a running run):
+  eleven for the first since the sweeper last took the session off,
+  besides the read of a sweeper already armed: the producer's
+  ``registry_get`` and ``registry_set`` of the session's entry; two more
+  ``registry_getall`` (the second look, the empty list); at the second
+  look, the run having ended, the look that takes the entry off
+  (``is_locked``, the inbox lock, ``registry_get`` of the entry, one
+  drain, the registration's ``registry_get``, ``registry_del``, the
+  release). Deferred, two more: the producer's ``publish``, and the drain
+  of each process' dispatcher on that signal. Each further payload while
+  the session is listed: one ``registry_get``. (Previous forms: two per
+  wake-up, which left one a dispatcher drained and then died with
+  unwatched; six per run);
+- per sweep (every 30 s while anything is listed), per process: a
+  ``registry_getall``, an ``is_locked`` per session listed at both reads
+  not running here; for a free lock, the look above (a push per payload)
+  and, if payloads wait with no consumer, a wake-up (push, ``publish``);
+- a drain while the sweeper is stopped: a ``registry_getall``.
 """
 from __future__ import annotations
 
@@ -167,12 +158,17 @@ SWEEPER = '''
         self._arm_inbox_sweeper()
         return field
 
-    def _unwatch_at_end(self, session_id: str, field: str | None) -> None:
-        """Take ``field`` off the watch list when the session's local run
-        ends."""
+    def _unwatch_at_end(
+        self,
+        session_id: str,
+        field: str | None,
+        run: asyncio.Task | None,
+    ) -> None:
+        """Take ``field`` off the watch list when ``run`` (the session's
+        local run) ends: its own task, so a run whose process dies (the
+        dispatcher with it) leaves the entry."""
         if field is None:
             return
-        run = self._registry.get(session_id)
 
         async def _unwatch() -> None:
             try:
@@ -191,11 +187,7 @@ SWEEPER = '''
             self._unwatching.add(task)
             task.add_done_callback(self._unwatching.discard)
 
-        self._unwatching: set[asyncio.Task] = getattr(
-            self,
-            "_unwatching",
-            set(),
-        )
+        self._unwatching = getattr(self, "_unwatching", set())
         if run is None:
             _at_end()
         else:
@@ -217,12 +209,15 @@ SWEEPER = '''
         sweeper.add_done_callback(self._retry_tasks.discard)
 
     async def _sweep_inboxes(self) -> None:
-        """While anything is on the watch list, look at each session now
-        and every SWEEP_SECS s: a run that died leaves its entry, and what
-        producers deferred to it waits in the inbox."""
+        """While anything is on the watch list, look every SWEEP_SECS s at
+        each session listed at the previous look too: a run that died
+        leaves its entry, and what producers deferred to it waits in the
+        inbox. (A run spawned just now may not hold its lock yet.)"""
         import json  # pylint: disable=import-outside-toplevel
 
+        seen: set[str] = set()
         while True:
+            await asyncio.sleep(SWEEP_SECS)
             self._inbox_sweep_due = False
             try:
                 watched = await self._bus.registry_getall(
@@ -235,8 +230,11 @@ SWEEPER = '''
                 if self._inbox_sweep_due:
                     continue  # armed while it read: read again
                 return  # nothing watched: the next drain re-arms
+            old, seen = seen, set(watched or seen)
             sessions: dict[str, tuple[dict, list[str]]] = {}
             for field, entry in sorted((watched or {}).items()):
+                if field not in old:
+                    continue
                 ids = json.loads(entry)
                 sessions.setdefault(ids["session_id"], (ids, []))[1].append(
                     field,
@@ -249,7 +247,6 @@ SWEEPER = '''
                         "WakeupDispatcher: sweeping session %s failed.",
                         ids["session_id"],
                     )
-            await asyncio.sleep(SWEEP_SECS)
 
     async def _sweep_session(self, ids: dict, fields: list[str]) -> None:
         """Wake a watched session whose run is gone for what waits in its
@@ -318,13 +315,15 @@ SWEEPER = '''
 )
 
 SPAWN_WATCHED = (
-    SPAWN
+    SPAWN.replace("            self._registry.spawn(", "            run = self._registry.spawn(", 1).replace(
+        "        except RuntimeError:\n", "        except RuntimeError:\n            run = self._registry.get(session_id)\n", 1,
+    )
     + """\
         # The trigger has left the queue: the run spawned for it (or the
         # local one the retry waits for) is watched until it ends, when
         # it takes the entry off (its process may die before it consumes).
         watched = await self._watch_run(user_id, session_id, agent_id)
-        self._unwatch_at_end(session_id, watched)
+        self._unwatch_at_end(session_id, watched, run)
 """
     + SWEEPER
 )
@@ -343,15 +342,15 @@ DEFER_WATCHED = """\
             MessageBusKeys.inbox_consumer(session_id),
             MessageBusKeys.INBOX_CONSUMER_FIELD,
         )
-        # Deferred to the registered run. Should its process die, the
-        # payload outlives the run's leases with nothing to wake the
-        # session: the wake-up dispatcher's inbox sweeper watches it
-        # until it finds the session with no run and no consumer.
+        # Left to the registered run, or to the run the wake-up below
+        # starts. Should that process die first (the dispatcher that
+        # drained the wake-up with it), the payload outlives the leases
+        # with nothing to wake the session: the wake-up dispatcher's inbox
+        # sweeper watches it until it finds the session with no run and
+        # no consumer.
         watch = WATCH_KEY
         entry = f"deferred:{session_id}"
-        newly_watched = consumer is not None and (
-            await bus.registry_get(watch, entry) is None
-        )
+        newly_watched = await bus.registry_get(watch, entry) is None
         if newly_watched:
             import json  # pylint: disable=import-outside-toplevel
 
@@ -367,8 +366,9 @@ DEFER_WATCHED = """\
                 ),
             )
 
-    if newly_watched:
-        # Every process' sweeper looks: the run's may die with it.
+    if newly_watched and consumer is not None:
+        # Every process' sweeper looks: the run's may die with it. (A
+        # wake-up's signal does the same.)
         await bus.publish(MessageBusKeys.wakeup_signal(), {})
     if consumer is None:
 """.replace("WATCH_KEY", WATCH_KEY)

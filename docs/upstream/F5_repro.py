@@ -9,8 +9,9 @@ Two app processes share one redis-server and one sqlite database:
 4. 600 s pass: simulated on Redis by shortening every key's TTL by 600 s
    (PTTL, then PEXPIRE, or DEL at zero): the lock and the registration lapse;
 5. process B starts the app; its WakeupDispatcher drains the trigger queue on
-   start. 3 s later the message still waits in the inbox with no lock, no
-   registration, no trigger and no run: nothing will consume it.
+   start. 70 s later the message still waits in the inbox with no lock, no
+   registration, no trigger and no run: nothing will consume it. (The patch's
+   sweeper wakes the session at its second look, 60 s after B starts.)
 
 Run: python F5_repro.py. It starts redis-server (from PATH) on a free loopback
 port, or uses REDIS_URL (redis://host:port/db) if set: give it a scratch database,
@@ -52,6 +53,7 @@ from agentscope.message import HintBlock, TextBlock, ToolCallBlock, UserMsg
 from agentscope.model import ChatModelBase, ChatResponse
 from agentscope.state import AgentState
 
+WAIT_SECS = 70  # how long process B is watched: past a sweep interval (30 s) twice
 SCRIPT: list = []  # the model's answers, in order: ("tool", name, args) or ("text", text)
 SLOW_MODEL = [False]  # process A: the model announces itself and takes a minute
 
@@ -214,14 +216,17 @@ async def main() -> int:
             print(f"3-4. A is killed, 600 s pass: {await look(client, session)}")
             async with contextlib.AsyncExitStack() as process_b:
                 storage, service, registry = await open_app(process_b, bus, folder, (user, agent, session))
-                await asyncio.sleep(3.0)
-                task = registry.get(session)
-                if task is not None and not task.done():
-                    await asyncio.wait([task], timeout=10)
-                stranded = await look(client, session)
-                record = await storage.get_session(user, agent, session)
-                stored = message in str([m.model_dump() for m in record.state.context])
-            print(f"5. process B started 3 s ago: {stranded}; the message in the agent's context: {stored}")
+                for waited in range(1, WAIT_SECS + 1):  # a sweeper looks twice, 30 s apart
+                    await asyncio.sleep(1.0)
+                    task = registry.get(session)
+                    if task is not None and not task.done():
+                        await asyncio.wait([task], timeout=10)
+                    stranded = await look(client, session)
+                    record = await storage.get_session(user, agent, session)
+                    stored = message in str([m.model_dump() for m in record.state.context])
+                    if stored:
+                        break
+            print(f"5. process B started {waited} s ago: {stranded}; the message in the agent's context: {stored}")
         if stranded["inbox"] and not (stranded["lock"] or stranded["consumer"] or stranded["wake-ups queued"]):
             print("BUG: past every lease, the channel's message waits with nothing to consume it")
             return 1

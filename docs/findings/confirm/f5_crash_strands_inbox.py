@@ -19,7 +19,7 @@ and two app processes sharing it (and one sqlite database):
    600 s passing means to Redis.
 5. Process B, the replacement, starts agentscope's app on the same Redis
    and database; its ``WakeupDispatcher`` drains the trigger queue on
-   start. It is given 3 s.
+   start. It is given 65 s (a sweep interval twice, see ``--with-fix``).
 
 The channel's message is still queued in solo's inbox, no run is alive,
 no lock or registration is left and no trigger is queued: nothing will
@@ -46,11 +46,11 @@ Run (from the repository root, with the python of the release to test):
     PYTHONPATH=. python docs/findings/confirm/f5_crash_strands_inbox.py
 
 ``--with-fix`` applies the harness's reference fixes in both processes
-first (among them ``inbox-sweeper``: A's run puts solo on the bus's inbox
-watch list when it starts, and B's wake-up dispatcher, on start, finds solo
-listed with no lock, no registration and a payload waiting, and wakes it):
-then the message reaches solo's context within the 3 s and the script
-exits 0.
+first (among them ``inbox-sweeper``: the channel's delivery puts solo on
+the bus's inbox watch list, and B's wake-up dispatcher's sweeper, at its
+second look 60 s after the start, finds solo listed with no lock, no
+registration and a payload waiting, and wakes it): then the message
+reaches solo's context within the 65 s and the script exits 0.
 """
 from __future__ import annotations
 
@@ -169,10 +169,10 @@ async def crash_and_restart(port: int, tmp: Path) -> int:
 
             say("5. process B starts agentscope's app on the same Redis and database")
             async with app_on(bus, basedir=tmp, user_id=user) as b:
-                await asyncio.sleep(3.0)
+                await asyncio.sleep(65.0)
                 await b.settle()
                 stranded = await look(client, session)
-                say(f"   3 s on: {stranded}; runs alive in B: {len(b.registry._tasks)}")
+                say(f"   65 s on: {stranded}; runs alive in B: {len(b.registry._tasks)}")
                 if WITH_FIX:
                     context = await b.context_texts(agent, session)
                     say(
