@@ -39,7 +39,11 @@ targets and the properties it makes hold there:
   search).
 - :mod:`reference_fix.stale_decisions` (2.0.7–2.0.11): a decision for a
   tool call a stop had already closed, failed into the reply the agent
-  is parked on next (I1, F16, met by I16's search).
+  is parked on next (I1, F16, met by I16's search);
+- :mod:`reference_fix.lock_held_backoff` (2.0.7–2.0.11; three patches): a
+  trigger re-queued ten times a second for as long as its session lock
+  stays held (a failed release, a dead run's lease), every process
+  draining on each re-queue (I17, F17).
 
 A fix of several patches ships one diff per release (:data:`FIXES` groups
 them; :mod:`reference_fix.diffs` writes them).
@@ -58,6 +62,7 @@ from . import (
     clean_up_survives_stops,
     dispatcher_survival,
     inbox_sweeper,
+    lock_held_backoff,
     message_while_parked,
     parked_continuation,
     resubscribe,
@@ -81,6 +86,7 @@ FIXES: dict[str, tuple[SourcePatch, ...]] = {
     "inbox-sweeper": inbox_sweeper.PATCHES,
     "shutdown-keeps-triggers": shutdown_keeps_triggers.PATCHES,
     "stale-decisions": (stale_decisions.PATCH,),
+    "lock-held-backoff": lock_held_backoff.PATCHES,
 }
 
 #: Every patch, in the order they are applied.

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import selectors
 import sys
+from pathlib import Path
 
 from agentscope import __version__ as VERSION
 from agentscope.app._bus_ops import enqueue_run_trigger
@@ -47,28 +47,10 @@ from agentscope.app._manager._chat_run_registry import ChatRunRegistry
 from agentscope.app._manager._wakeup_dispatcher import WakeupDispatcher
 from agentscope.app.message_bus import InMemoryMessageBus, MessageBusKeys
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _clock import JumpingLoop  # noqa: E402
+
 MINUTES = 2
-
-
-class JumpingLoop(asyncio.SelectorEventLoop):
-    """An event loop whose clock jumps to its next timer when nothing else
-    can run."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        loop = self
-
-        class Selector(selectors.DefaultSelector):
-            def select(self, timeout=None):
-                ready = super().select(0)
-                if not ready and timeout:
-                    loop.now += timeout
-                return ready
-
-        super().__init__(selector=Selector())
-
-    def time(self) -> float:
-        return self.now
 
 
 class Storage:
