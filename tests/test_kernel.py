@@ -231,6 +231,24 @@ def test_a_crashed_task_and_its_children_never_move_again(kernel):
     assert kernel.crashed() == doomed
 
 
+def test_a_task_a_crashed_one_starts_later_is_dead_too(kernel):
+    """A dead process' timer may still wake its task in the harness; what
+    that task starts must not run (it would renew a lease, say)."""
+    log = []
+
+    async def parent():
+        await asyncio.sleep(5)  # not a switch point: the crash finds it here
+        child = asyncio.ensure_future(worker(kernel, log, "late child"))
+        await child
+
+    record = kernel.spawn(parent(), "parent")
+    kernel.crash(record)
+    kernel.pass_time(10)
+    kernel.settle()
+    assert log == []
+    assert len(kernel.crashed()) == 2 and kernel.crashed()[0] is record
+
+
 # ── storage and the bus under control ─────────────────────────────────
 
 

@@ -14,7 +14,7 @@ from agentscope.app.message_bus import MessageBusKeys
 
 from harness.world.deployment import Deployment, DeploymentRefused
 from harness.world.world import World
-from properties.story.playback import story_machine
+from properties.story.playback import playing, story_machine
 from properties.violation import InvariantViolated
 
 SEED_MACHINE = dict(
@@ -89,6 +89,27 @@ def test_a_dead_nodes_session_lock_stays_until_its_lease_runs_out():
         assert not machine.world.observe_session("solo").lock_leased
     finally:
         machine.world.close()
+
+
+def test_a_dead_nodes_run_waiting_for_a_lock_never_takes_it():
+    """Node 0's run waits for the session lock node 1's run holds when
+    node 0 dies. The timer of its wait still fires in the harness; its
+    commands must not reach the server, or it takes the lock, starts a
+    heartbeat that renews it for ever, and the story never comes to rest
+    (it did: "still busy 3600 virtual seconds on")."""
+    machine = dict(
+        enforcing=["I11"], cast=["leader", "worker", "solo"], crashes=True, bus="redis", nodes=2,
+        bus_faults=False, interrupts=False, parked_messages=False, messaged=["leader", "solo"],
+        sources=["team member", "channel", "background task"],
+        turns=["calls GatedAction", "calls ExternalJob", "answers", "fails"],
+    )
+    with playing(**machine) as story:
+        story.user_sends_message(session="leader", model_turn="calls GatedAction", node=1)
+        story.user_answers_confirmation(session="leader", decision="confirms", node=1, posted_to_leader=True)
+        story.leader_invites_worker(worker_first_turn="answers")  # the user's message, on node 0
+        story.node_dies(node=0)
+        story.leader_invites_worker(worker_first_turn="calls ExternalJob")
+    # leaving the block settled the world past every lease and checked I11
 
 
 def test_the_reported_bug_across_two_nodes():

@@ -135,6 +135,8 @@ class Interleaver(Deaths, Ends):
             record = ControlledTask(task, len(self._order), qualname, parent)
             if parent is None:
                 record.node = self.building_node
+            elif parent in self._crashed:
+                self._crashed.append(record)  # a dead process starts nothing that runs
             self._records[task] = record
             self._order.append(record)
             self._live.append(record)

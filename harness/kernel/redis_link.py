@@ -103,6 +103,7 @@ class RedisLink:
         self._early: dict[int, deque[asyncio.Future]] = defaultdict(deque)
         self._busy = 0
         self._frozen: set[int] = set()
+        self._dead_owners: set[int] = set()
         self._armed: list[tuple[str, str]] = []
         #: ``(command, key)`` of each injected fault that fired.
         self.fired: list[tuple[str, str]] = []
@@ -265,8 +266,10 @@ class RedisLink:
         self._armed.append((command.upper(), key))
 
     def freeze(self, owner: int) -> None:
-        """Process ``owner`` died: its connections never move again, and
-        the server drops them (and their subscriptions)."""
+        """Process ``owner`` died: its connections, and any it would open
+        later (a timer of its own waking), never move again, and the
+        server drops them (and their subscriptions)."""
+        self._dead_owners.add(owner)
         for connection in self._connections:
             if connection.owner == owner and connection.index not in self._frozen:
                 self._frozen.add(connection.index)
@@ -274,7 +277,7 @@ class RedisLink:
                 self.closed(connection)
 
     def is_frozen(self, connection: LinkedConnection) -> bool:
-        return connection.index in self._frozen
+        return connection.index in self._frozen or connection.owner in self._dead_owners
 
     # ── time ──────────────────────────────────────────────────────────
 
