@@ -231,8 +231,8 @@ def test_a_crashed_task_and_its_children_never_move_again(kernel):
     assert kernel.crashed() == doomed
 
 
-def test_a_task_a_crashed_one_starts_later_is_dead_too(kernel):
-    """A dead process' timer may still wake its task in the harness; what
+def test_a_task_a_dead_nodes_task_starts_later_is_dead_too(kernel):
+    """A dead node's timer may still wake its task in the harness; what
     that task starts must not run (it would renew a lease, say)."""
     log = []
 
@@ -242,7 +242,7 @@ def test_a_task_a_crashed_one_starts_later_is_dead_too(kernel):
         await child
 
     record = kernel.spawn(parent(), "parent")
-    kernel.crash(record)
+    kernel.crash_node(record.node)
     kernel.pass_time(10)
     kernel.settle()
     assert log == []

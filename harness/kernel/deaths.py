@@ -1,7 +1,7 @@
 """A process dies: its tasks stop where they are and never move again.
 
 Part of :class:`~harness.kernel.interleaver.Interleaver` (its task
-registry: ``_records``, ``_crashed``, :meth:`tasks`).
+registry: ``_records``, ``_crashed``, ``_dead_nodes``, :meth:`tasks`).
 """
 from __future__ import annotations
 
@@ -23,7 +23,10 @@ class Deaths:
 
     def crash_node(self, node: int) -> list[ControlledTask]:
         """Node ``node``'s process dies: every task of it stops where it
-        is (see :meth:`crash`); returns them."""
+        is (see :meth:`crash`), and any task one of them starts later (a
+        timer of the dead process still waking it) is dead too; returns
+        them."""
+        self._dead_nodes.add(node)
         doomed = [r for r in self.tasks() if r.node == node]
         self._crashed.extend(doomed)
         return doomed

@@ -89,6 +89,7 @@ class Interleaver(Deaths, Ends):
         self._live: list[ControlledTask] = []
         self._unlabelled: list[ControlledTask] = []
         self._crashed: list[ControlledTask] = []
+        self._dead_nodes: set[int] = set()
         self._finished: list[ControlledTask] = []
         self._label_counts: Counter[str] = Counter()
         self._creating_internal = False
@@ -135,8 +136,8 @@ class Interleaver(Deaths, Ends):
             record = ControlledTask(task, len(self._order), qualname, parent)
             if parent is None:
                 record.node = self.building_node
-            elif parent in self._crashed:
-                self._crashed.append(record)  # a dead process starts nothing that runs
+            elif parent.node in self._dead_nodes and parent in self._crashed:
+                self._crashed.append(record)  # a dead node starts nothing that runs
             self._records[task] = record
             self._order.append(record)
             self._live.append(record)
