@@ -30,10 +30,10 @@ targets and the properties it makes hold there:
 - :mod:`reference_fix.resubscribe` (2.0.7–2.0.11; four patches, one per
   dispatcher loop): a dropped pub/sub subscription ending the wake-up
   dispatcher and the cancel dispatcher's loops for good (I13, F4b);
-- :mod:`reference_fix.inbox_sweeper` (2.0.7–2.0.11; four patches): what a
-  crashed run's producers deferred to it, or the trigger popped for it,
-  waiting in its inbox for good once its leases expire (I11, F5);
-- :mod:`reference_fix.shutdown_keeps_triggers` (2.0.7–2.0.11; four
+- :mod:`reference_fix.inbox_sweeper` (2.0.7–2.0.11; three patches): what
+  a crashed process' producers left to its run, or the trigger popped for
+  it, waiting in its inbox for good once its leases expire (I11, F5);
+- :mod:`reference_fix.shutdown_keeps_triggers` (2.0.7–2.0.11; six
   patches): the triggers a graceful shutdown's wake-up dispatcher had
   drained or held in a backoff timer, dropped with it (F14, met by I16's
   search).
