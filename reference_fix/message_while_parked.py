@@ -6,9 +6,8 @@ external result (SUBMITTED), a new message reaches a fresh run, the agent
 rejects it (``Agent._check_incoming_event``: it is waiting for an answer),
 and the run ends with ``ReplyEnd(ERROR)`` typed "setup" ("The session could
 not be prepared"). The message never reaches the agent's context. The chat
-endpoint accepted it (it answers 409 only while a run of the session is in
-flight in its own process), and a channel's message, queued as a
-``message`` trigger, meets the same end through the wake-up dispatcher.
+endpoint accepted it (409 only while a run of the session is in flight in
+its own process); a channel's ``message`` trigger meets the same end.
 
 What the endpoint promises, in agentscope's own words: the chat route's
 module docstring and ``chat``'s ``Raises`` make its 409 the "double-submit
@@ -23,13 +22,12 @@ the channel gateway's "reply already in flight").
 The fix, in two places, one for each way in:
 
 - **The chat endpoint refuses the message (409)** while the stored state
-  is parked on a call and no run holds the session, as upstream PR #2779
-  proposes; the answer says what to do (answer the card, or stop the
-  reply). ``ChatService.awaiting_tool_calls`` reads the stored state as the
-  agent will, then the session lock: while a run holds it (a resume among
-  them: the stored state stays parked until it persists) it counts none,
-  and the route goes on as released (the registry's own refusal here, the
-  lock elsewhere). The state is read first, so a resume that starts in
+  is parked on a call and no run holds the session or is in flight in
+  this process, as upstream PR #2779 proposes; the answer says what to do
+  (answer the card, or stop the reply). ``ChatService.awaiting_tool_calls``
+  reads the stored state, then the session lock: while a run holds it (a
+  resume among them) it counts none, and the route goes on as released
+  (the registry's own refusal). State first: a resume that starts in
   between is seen working (I19).
 - **A run that finds its agent parked keeps the message for after the
   resume, as the user's**: it delivers it to the inbox through
@@ -335,11 +333,14 @@ REFUSE_THEN_SPAWN = """\
     # ------------------------------------------------------------------
     # A session parked on a tool call (the user's confirmation or an
     # external result) takes only the answer, or a stop: the agent would
-    # reject a new message. While no run holds the session, refuse it
-    # here, where the user hears of it; while one does (a resume among
-    # them), the registry below answers as for any run in flight.
+    # reject a new message. While no run holds the session or is in
+    # flight here, refuse it, where the user hears of it; while one is (a
+    # resume among them), the registry below answers as for any run.
     # ------------------------------------------------------------------
-    if request.input is not None:
+    if (
+        request.input is not None
+        and chat_run_registry.get(request.session_id) is None
+    ):
         awaiting = await chat_service.awaiting_tool_calls(
             user_id,
             request.session_id,
