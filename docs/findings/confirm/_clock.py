@@ -1,9 +1,13 @@
-"""A virtual clock for the confirming scripts that drive agentscope's
-dispatchers alone: minutes of backoff and leases pass in no wall time."""
+"""What the confirming scripts that drive agentscope's dispatchers alone
+(without ``_app.py``) share: a virtual clock, so minutes of backoff and
+leases pass in no wall time, and the exit codes of ``_app.run_script``."""
 from __future__ import annotations
 
 import asyncio
 import selectors
+import sys
+import traceback
+from collections.abc import Callable
 
 
 class JumpingLoop(asyncio.SelectorEventLoop):
@@ -25,3 +29,15 @@ class JumpingLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return self.now
+
+
+def exit_with(main: Callable[[], int]) -> None:
+    """Run ``main`` and exit with its code; a failure of the script itself
+    exits 3 with its cause, so that exit 1 always means confirmed."""
+    try:
+        code = main()
+    except Exception as failed:  # noqa: BLE001 - the script's own failure, not the finding
+        traceback.print_exc()
+        print(f"ERROR (exit 3): the script itself failed: {type(failed).__name__}: {failed}")
+        code = 3
+    sys.exit(code)

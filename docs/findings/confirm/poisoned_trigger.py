@@ -48,7 +48,7 @@ from agentscope.app._manager._wakeup_dispatcher import WakeupDispatcher
 from agentscope.app.message_bus import InMemoryMessageBus, MessageBusKeys
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _clock import JumpingLoop  # noqa: E402
+from _clock import JumpingLoop, exit_with  # noqa: E402
 
 MINUTES = 2
 
@@ -132,12 +132,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        code = main()
-    except Exception as failed:  # noqa: BLE001 - the script's own failure, not the finding
-        import traceback
-
-        traceback.print_exc()
-        print(f"ERROR (exit 3): the script itself failed: {type(failed).__name__}: {failed}")
-        code = 3
-    sys.exit(code)
+    exit_with(main)
