@@ -155,6 +155,17 @@ def test_I4_compares_with_the_last_parked_snapshot_across_a_run():
     assert memory.before() is None  # idle again: nothing to compare with
 
 
+def test_I4_leaves_a_deleted_session_out_of_the_comparison():
+    """Deleted while parked, and a new session opened under its alias: the
+    new one's idle status is no unparking of the old one's card."""
+    memory = LastParked()
+    memory.update(_seen("awaiting_external_result"))
+    reopened = _seen("idle", ())
+    reopened.sessions["worker"].session_id = "w2"
+    inv.parked_stays_parked(memory.before(), reopened, Ledger())
+    _fires("I4", inv.parked_stays_parked, memory.before(), _seen("idle", ()), Ledger())
+
+
 # ── I5 ────────────────────────────────────────────────────────────────
 
 

@@ -87,12 +87,13 @@ def parked_stays_parked(
     seen parked may later be seen with no run alive and those calls no
     longer awaited only if the user answered one of them (a confirmation,
     a denial or an external result), or interrupted it and a reply ended
-    INTERRUPTED since."""
+    INTERRUPTED since. A session deleted since is not compared with the new
+    one opened under its alias."""
     if before is None:
         return
     for alias, then in before.sessions.items():
         now = obs.sessions.get(alias)
-        if now is None or now.run_alive:
+        if now is None or now.run_alive or now.session_id != then.session_id:
             continue
         left = [c for c in then.awaiting_call_ids if c not in now.awaiting_call_ids]
         if not left:
