@@ -329,6 +329,47 @@ def test_a_cancel_landing_in_a_call_loses_only_the_reply(kernel):
     assert kernel.trace.entries[-1].detail == "APPLIED, then CANCELLED (the reply is lost)"
 
 
+def test_a_cancel_landing_in_the_call_after_a_cut_one_sends_nothing(kernel):
+    """redis-py closes a connection whose reply a cancel cut short, so the
+    task's next call connects again before it writes: a cancel re-armed
+    into it (``ChatService`` does so) lands before anything is sent. Once a
+    call goes through, a cancel applies the call again."""
+    fake, bus = _bus(kernel)
+
+    async def pushes():
+        for n in range(4):
+            try:
+                await bus.queue_push("q", {"hint": str(n)})
+            except asyncio.CancelledError:
+                pass
+
+    record = kernel.spawn(pushes(), "pushes")  # held at push 0
+
+    def queued():
+        return [p["hint"] for p in fake.peek_queue("q")]
+
+    record.task.cancel()
+    kernel.quiesce()
+    assert queued() == ["0"]  # applied, its reply cut: the connection closes
+    record.task.cancel()
+    kernel.quiesce()
+    assert queued() == ["0"]  # the cancel lands in the reconnect
+    kernel.advance(record)
+    assert queued() == ["0", "2"]
+    record.task.cancel()
+    kernel.quiesce()
+    assert queued() == ["0", "2", "3"]  # connected again: applied, reply cut
+    kernel.settle()
+    details = [e.detail for e in kernel.trace.entries if e.op == "queue_push"]
+    assert details == [
+        "APPLIED, then CANCELLED (the reply is lost)",
+        "CANCELLED while reconnecting (not sent)",
+        "hint 2",
+        "APPLIED, then CANCELLED (the reply is lost)",
+    ]
+
+
+
 def test_a_bus_the_harness_cannot_inspect_is_refused():
     assert isinstance(VirtualRedisBus(lambda: 0.0), BusInspector)
     with pytest.raises(TypeError, match="cannot be inspected.*peek_queue"):

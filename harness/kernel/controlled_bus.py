@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections import defaultdict
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
@@ -88,6 +89,9 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         self._faults: list[tuple[Op, bool]] = []
         #: Injected faults that fired, in order (armed ones may never fire).
         self.fired: list[Op] = []
+        #: Tasks whose last call lost its reply to a cancel: redis-py closed
+        #: that connection, so their next call connects again first.
+        self._reconnecting: weakref.WeakSet = weakref.WeakSet()
         if sharing_with is not None:
             # Another process' client of the same server: one record of
             # what the server saw, and faults armed for whoever calls next.
@@ -109,15 +113,23 @@ class ControlledBus(MessageBus):  # pylint: disable=too-many-public-methods
         call: Callable,
         describe: Callable = lambda result: "",
     ):
+        task = asyncio.current_task()
         try:
             await self._interleaver.switch_point(Op(name, key))
         except asyncio.CancelledError:
+            if task in self._reconnecting:
+                # A (re-armed) cancel landing while the connection its last
+                # cut call closed is made again: nothing was written.
+                self._interleaver.record(name, key, "CANCELLED while reconnecting (not sent)")
+                raise
             # A call is one round trip: the request was written before the
             # caller first waited, so a cancel landing here loses only the
             # reply. The server still applies it.
             await call()
+            self._reconnecting.add(task)
             self._interleaver.record(name, key, "APPLIED, then CANCELLED (the reply is lost)")
             raise
+        self._reconnecting.discard(task)
         armed = next((f for f in self._faults if f[0] == Op(name, key)), None)
         if armed is not None:
             self._faults.remove(armed)
