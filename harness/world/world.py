@@ -261,15 +261,11 @@ class World(WorldFaults, WorldLifecycle, HandOffSteps):
             self.actors.finish(dispatcher)
 
     def _run_to_turn_tail(self, alias: str, run: ControlledTask) -> None:
-        """Move ``run`` until its turn is done (the turn tail: ``INBOX``
-        says where), ends, or must wait for another party."""
+        """Move ``run`` until it (or a helper: a release may check its
+        inbox in a task of its own) is at its turn tail (``INBOX`` says
+        where), it ends, or must wait for another party."""
         operation, key_of = INBOX.turn_tail
-        tail = key_of(self.sessions[alias])
-        self.actors.finish(
-            run,
-            stop=lambda r: r.held and r.pending is not None
-            and (r.pending.name, r.pending.key) == (operation, tail),
-        )
+        self.actors.finish(run, stop=self.actors.held_at(Op(operation, key_of(self.sessions[alias]))))
 
     def _run_to_model_call(self, run: ControlledTask) -> None:
         """Move a run until its model is answering (or it ends, or must
