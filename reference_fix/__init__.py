@@ -43,7 +43,10 @@ targets and the properties it makes hold there:
 - :mod:`reference_fix.lock_held_backoff` (2.0.7–2.0.11; three patches): a
   trigger re-queued ten times a second for as long as its session lock
   stays held (a failed release, a dead run's lease), every process
-  draining on each re-queue (I17, F17).
+  draining on each re-queue (I17, F17);
+- :mod:`reference_fix.drain_survives_stops` (2.0.7–2.0.11; two patches):
+  a stop cutting an inbox drain short (a reasoning step's, the turn
+  tail's), which lost what the bus had removed (I5, F11's mechanism).
 
 A fix of several patches ships one diff per release (:data:`FIXES` groups
 them; :mod:`reference_fix.diffs` writes them).
@@ -61,6 +64,7 @@ from dataclasses import dataclass, field
 from . import (
     clean_up_survives_stops,
     dispatcher_survival,
+    drain_survives_stops,
     inbox_sweeper,
     lock_held_backoff,
     message_while_parked,
@@ -87,6 +91,7 @@ FIXES: dict[str, tuple[SourcePatch, ...]] = {
     "shutdown-keeps-triggers": shutdown_keeps_triggers.PATCHES,
     "stale-decisions": (stale_decisions.PATCH,),
     "lock-held-backoff": lock_held_backoff.PATCHES,
+    "drain-survives-stops": drain_survives_stops.PATCHES,
 }
 
 #: Every patch, in the order they are applied.

@@ -39,7 +39,7 @@ def edited_modules(patches: tuple[SourcePatch, ...] | list[SourcePatch]) -> list
         _, before = mine[0]._installed_source()  # pylint: disable=protected-access
         after = before
         for patch in mine:
-            after = patch._edit(after)  # pylint: disable=protected-access
+            after = patch.edit_module(after)
         modules.append((mine[0].path, before, after))
     return modules
 

@@ -13,6 +13,9 @@ elsewhere) runs the fix; its decorators are not applied again.
 Patches of one method stack: each applies to the method's source as the
 patches before it left it, so two fixes may change different parts of one
 method (their diffs stay separate, each against the released module).
+A patch may need a module the patched module does not import yet
+(``imports``): its diff adds the ``import`` line before the module's first
+one, and the runtime patch compiles with it in the namespace.
 A patch refuses any release it was not written for, and any source that
 does not contain the exact text it replaces.
 """
@@ -58,6 +61,7 @@ class SourcePatch:
     covers: tuple[str, ...]
     what: str  # one line: what the fix does
     more: tuple[tuple[str, str], ...] = ()
+    imports: tuple[str, ...] = ()  # standard-library modules the change uses
 
     @property
     def edits(self) -> tuple[tuple[str, str], ...]:
@@ -68,6 +72,13 @@ class SourcePatch:
         for before, after in self.edits:
             source = source.replace(before, after, 1)
         return source
+
+    def edit_module(self, source: str) -> str:
+        """The whole module's text with the change and its ``imports``."""
+        lines = source.splitlines(keepends=True)
+        first = next(n for n, line in enumerate(lines) if line.startswith(("import ", "from ")))
+        missing = [f"import {name}\n" for name in self.imports if f"import {name}\n" not in lines]
+        return self._edit("".join(lines[:first] + missing + lines[first:]))
 
     def _unedit(self, source: str) -> str:
         for before, after in reversed(self.edits):
@@ -141,6 +152,8 @@ class SourcePatch:
             raise FixRefused(f"{self.method} uses super(), which a replaced method cannot")
         patched = self._edit(method_source)
         if self.cls is None:
+            if self.imports:
+                raise FixRefused(f"a patch of the function {self.method} cannot add imports")
             _REPLACED[self] = {self.method: original.__code__}
             original.__code__ = _function_code(module, original, patched)
             _STACKS.setdefault(self._key, []).append(self)
@@ -151,7 +164,7 @@ class SourcePatch:
         fixed = "class _Fixed:\n" + patched
         # Keep tracebacks pointing at the right lines of the module.
         fixed = "\n" * (original.__code__.co_firstlineno - 2) + fixed
-        namespace = dict(vars(module))
+        namespace = dict(vars(module), **{name: importlib.import_module(name) for name in self.imports})
         exec(compile(fixed, inspect.getsourcefile(module), "exec"), namespace)  # pylint: disable=exec-used
         stand_in = namespace["_Fixed"]
         defined = [name for name, value in vars(stand_in).items() if inspect.isfunction(value)]
@@ -196,7 +209,7 @@ class SourcePatch:
         if why is not None:
             raise FixRefused(why)
         _, before = self._installed_source()
-        after = self._edit(before)
+        after = self.edit_module(before)
         return "".join(
             difflib.unified_diff(
                 before.splitlines(keepends=True),

@@ -12,6 +12,22 @@ from reference_fix.diffs import combined_diff
 PATCHES_DIR = Path(__file__).resolve().parent.parent / "patches"
 
 
+def alone(name: str):
+    """A fixture's body: the patches of the fix ``name`` for the installed
+    release, none applied, with every other fix taken off for the test and
+    put back after it."""
+    patches = [p for p in reference_fix.FIXES[name] if agentscope_under_test.version() in p.targets]
+    assert patches and all(p.refusal() is None for p in patches)
+    was = reference_fix.is_applied()
+    if was:
+        reference_fix.remove()
+    yield patches
+    for patch in reversed(patches):
+        patch.remove()
+    if was:
+        reference_fix.apply()
+
+
 def changed(diff: str) -> list[str]:
     """A diff's removed and added lines, without file headers, line
     numbers or context (in which the releases differ)."""

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-import reference_fix
 from harness.world import agentscope_under_test
 from properties.story.playback import playing
 from properties.violation import InvariantViolated
 from reference_fix.diffs import combined_diff, diff_path
+from tests.fix_checks import alone
 
 STORY = dict(
     cast=["leader", "solo"], interrupts=True, restarts=True, messaged=["leader", "solo"],
@@ -62,17 +62,7 @@ def _denial_carried_by_a_run_the_shutdown_cancels(story) -> None:
 
 @pytest.fixture
 def fix():
-    patches = [p for p in reference_fix.FIXES["shutdown-keeps-triggers"]
-               if agentscope_under_test.version() in p.targets]
-    assert patches and all(p.refusal() is None for p in patches)
-    was = reference_fix.is_applied()
-    if was:
-        reference_fix.remove()
-    yield patches
-    for patch in reversed(patches):
-        patch.remove()
-    if was:
-        reference_fix.apply()
+    yield from alone("shutdown-keeps-triggers")
 
 
 def test_a_shutdown_drops_what_the_dispatcher_drained_unless_fixed(fix):
