@@ -88,7 +88,11 @@ class Ledger:
     #: Sessions an injected fault has touched (once it fired: an armed
     #: fault that never fires excuses nothing).
     faults: set[str] = field(default_factory=set)
+    #: Per session, the payloads handed to its inbox, in the order the
+    #: deliveries began; per payload, those whose delivery had not returned
+    #: when its own began.
     delivered: dict[str, list[str]] = field(default_factory=dict)
+    overlapping: dict[str, frozenset[str]] = field(default_factory=dict)
     decisions: dict[str, list[str]] = field(default_factory=dict)
     #: Messages the user sent while the session was parked, and whether
     #: the endpoint refused them.
@@ -120,8 +124,23 @@ class Ledger:
     #: each said in one line (the kernel's :class:`Restless`).
     restless: list[str] = field(default_factory=list)
 
-    def deliver(self, alias: str, marker: str) -> None:
+    def deliver(self, alias: str, marker: str, overlapping: frozenset[str] = frozenset()) -> None:
+        """``marker`` was handed to ``alias``'s inbox while the deliveries
+        of ``overlapping`` had not returned yet."""
         self.delivered.setdefault(alias, []).append(marker)
+        self.overlapping[marker] = overlapping
+
+    def out_of_order(self, alias: str, seen: list[str]) -> tuple[str, str] | None:
+        """Two payloads ``seen`` in the wrong order, the later first: only
+        a delivery that returned before the other began is ordered (two that
+        overlap may reach the inbox either way, whoever takes its lock
+        first)."""
+        order = self.delivered.get(alias, [])
+        for n, later in enumerate(seen):
+            for earlier in seen[n + 1:]:
+                if order.index(earlier) < order.index(later) and earlier not in self.overlapping.get(later, ()):
+                    return earlier, later
+        return None
 
     def decide(self, alias: str, tool_call_id: str) -> None:
         self.decisions.setdefault(alias, []).append(tool_call_id)

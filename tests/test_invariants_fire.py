@@ -190,6 +190,21 @@ def test_I5_fires_on_duplicates_and_reordering():
     inv.payloads_delivered_once_in_order(unsettled, ledger)
 
 
+def test_I5_lets_two_overlapping_deliveries_arrive_either_way():
+    """p2's delivery began while p1's had not returned (p1 waited for the
+    inbox lock): whichever pushes first is first; p3 came after both."""
+    ledger = Ledger()
+    ledger.deliver("solo", "p1")
+    ledger.deliver("solo", "p2", overlapping=frozenset({"p1"}))
+    ledger.deliver("solo", "p3")
+    for hints in (["p1", "p2", "p3"], ["p2", "p1", "p3"]):
+        obs = Observation({"solo": SessionView("solo", "s", context_hints=hints)}, settled=True)
+        inv.payloads_delivered_once_in_order(obs, ledger)
+    for hints in (["p1", "p3", "p2"], ["p3", "p2", "p1"], ["p2", "p1", "p1", "p3"]):
+        obs = Observation({"solo": SessionView("solo", "s", context_hints=hints)}, settled=True)
+        _fires("I5", inv.payloads_delivered_once_in_order, obs, ledger)
+
+
 # ── I6 ────────────────────────────────────────────────────────────────
 
 

@@ -92,6 +92,7 @@ class World(WorldFaults, WorldLifecycle, HandOffSteps):
         #: The session each outside party's action was for.
         self._acting_for: dict[ControlledTask, str] = {}
         self._deliveries: list[ControlledTask] = []  # oldest first (.hand_off_steps)
+        self._delivering: dict[str, ControlledTask] = {}  # by marker
         self._closed = False
 
     # ── setting the story up ──────────────────────────────────────────
@@ -152,23 +153,24 @@ class World(WorldFaults, WorldLifecycle, HandOffSteps):
         )
 
     def deliver(self, alias: str, payload: dict, source: str, node: int = 0, wake_late: bool = False,
-                held: bool = False) -> None:
-        """``source``, on node ``node``, delivers ``payload`` into ``alias``'s inbox; with ``wake_late`` it
-        stops just before queueing the wake-up it owes (if it owes one), with ``held`` before its first bus
-        operation, to go on as a movable task."""
+                held: bool = False, marker: str = "") -> None:
+        """``source``, on node ``node``, delivers ``payload`` (``marker``) into ``alias``'s inbox; with
+        ``wake_late`` it stops just before queueing the wake-up it owes (if it owes one), with ``held``
+        before its first bus operation, to go on as a movable task."""
         wake = self.actors.held_at(Op("queue_push", MessageBusKeys.wakeup_queue())) if wake_late else None
-        self._deliveries.append(self._act(
+        self._delivering[marker] = self._act(
             parties.deliver(self.nodes[node].app, self._agents[alias], self.sessions[alias], payload),
-            f"{source} delivers to {alias}", alias, node, (lambda _actor: True) if held else wake))
+            f"{source} delivers to {alias}", alias, node, (lambda _actor: True) if held else wake)
+        self._deliveries.append(self._delivering[marker])
+
+    def deliveries_in_flight(self) -> frozenset[str]:
+        """The markers of the deliveries not returned yet."""
+        return frozenset(m for m, action in self._delivering.items() if not action.done)
 
     def channel_posts(self, alias: str, message, node: int = 0) -> None:
-        """A channel's gateway, on node ``node``, queues ``message`` for
-        ``alias``."""
-        app = self.nodes[node].app
-        self._act(
-            parties.channel_message(app, self._agents[alias], self.sessions[alias], message),
-            f"channel posts to {alias}", alias, node,
-        )
+        """A channel's gateway, on node ``node``, queues ``message`` for ``alias``."""
+        self._act(parties.channel_message(self.nodes[node].app, self._agents[alias], self.sessions[alias], message),
+                  f"channel posts to {alias}", alias, node)
 
     def _act(self, coro, label: str, alias: str, node: int, stop=None) -> ControlledTask:
         """An outside party's action for ``alias``, on ``node``."""

@@ -15,7 +15,8 @@ def payloads_delivered_once_in_order(
     ledger: Ledger,
 ) -> None:
     """I5: once settled and unparked, every delivered payload is in the
-    agent's context exactly once, in delivery order.
+    agent's context exactly once, in delivery order (of two deliveries
+    that overlapped, either may arrive first).
 
     Only meaningful when the world has settled: before that a payload may
     legitimately still be on its way. A session a fault touched (a crash,
@@ -28,7 +29,7 @@ def payloads_delivered_once_in_order(
         if view is None or view.parked_status != "idle" or alias in ledger.faults:
             continue
         seen = [h for h in view.context_hints if h in set(markers)]
-        if seen != markers:
+        if sorted(seen) != sorted(markers) or ledger.out_of_order(alias, seen):
             raise Broken(
                 f"{alias}'s context holds {markers}",
                 f"{alias}'s context holds {seen}; still queued: "

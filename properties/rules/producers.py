@@ -41,8 +41,8 @@ class ProducerRules:
             hint=marker,
             source=json.dumps({"label": source, "sublabel": "harness"}),
         )
-        self.ledger.deliver(to, marker)
-        self.world.deliver(to, hint.model_dump(mode="json"), source, node or 0, wake_late, held)
+        self.ledger.deliver(to, marker, self.world.deliveries_in_flight())
+        self.world.deliver(to, hint.model_dump(mode="json"), source, node or 0, wake_late, held, marker)
 
 
 class LateWakeups:
