@@ -21,8 +21,8 @@ The fix, in two parts:
    backoff timer cancelled by the stop queues its trigger at once.
 2. The run registry cancels with the message ``"shutdown"``; a run such a
    cancel reaches with a user's answer (a confirmation, an external
-   result) queues it again if storage still shows the calls it answers
-   awaiting, that is, if the run never applied it.
+   result) or stop on a parked card queues it again if storage still shows
+   the calls it answers awaiting, that is, if the run never applied it.
 
 Whichever process drains next (another node, or this one restarted)
 dispatches them. Cost: one task per drain; on a stop, one ``queue_push`` per
@@ -148,12 +148,16 @@ RUN_FAILED = """\
 
 RUN_HANDS_BACK = """\
         except asyncio.CancelledError as exc:
-            # A shutdown before the run applied the user's answer (it
-            # waited for the session lock, or read its records): queue the
-            # answer again for the next process.
+            # A shutdown before the run applied the user's answer or stop
+            # (it waited for the session lock, or read its records): queue
+            # it again for the next process.
             if exc.args == ("shutdown",) and isinstance(
                 input_msg,
-                (UserConfirmResultEvent, ExternalExecutionResultEvent),
+                (
+                    UserConfirmResultEvent,
+                    ExternalExecutionResultEvent,
+                    UserInterruptEvent,
+                ),
             ):
                 await asyncio.shield(
                     self._hand_back_answer(
@@ -181,11 +185,16 @@ RUN_TAIL_AND_HELPER = RUN_TAIL + '''
         user_id: str,
         session_id: str,
         agent_id: str,
-        answer: UserConfirmResultEvent | ExternalExecutionResultEvent,
+        answer: (
+            UserConfirmResultEvent
+            | ExternalExecutionResultEvent
+            | UserInterruptEvent
+        ),
     ) -> None:
         """Queue ``answer`` again as a ``resume`` trigger if storage still
-        shows a call it answers awaiting: the run that carried it was
-        cancelled by a shutdown before it applied it.
+        shows a call it answers (a stop answers every call) awaiting: the
+        run that carried it was cancelled by a shutdown before it applied
+        it.
 
         Args:
             user_id (`str`):
@@ -194,8 +203,11 @@ RUN_TAIL_AND_HELPER = RUN_TAIL + '''
                 The run's session id.
             agent_id (`str`):
                 The run's agent id.
-            answer (`UserConfirmResultEvent | ExternalExecutionResultEvent`):
-                The answer the run carried.
+            answer:
+                What the user sent that the run carried: a
+                ``UserConfirmResultEvent``, an
+                ``ExternalExecutionResultEvent`` or a ``UserInterruptEvent``
+                (a stop).
         """
         session = await self._storage.get_session(
             user_id,
@@ -214,7 +226,9 @@ RUN_TAIL_AND_HELPER = RUN_TAIL + '''
             result.tool_call.id
             for result in getattr(answer, "confirm_results", [])
         } | {result.id for result in getattr(answer, "execution_results", [])}
-        if awaiting & answered:
+        if awaiting & answered or (
+            awaiting and isinstance(answer, UserInterruptEvent)
+        ):
             await enqueue_run_trigger(
                 self._message_bus,
                 user_id=user_id,

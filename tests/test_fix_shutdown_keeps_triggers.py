@@ -65,6 +65,17 @@ def fix():
     yield from alone("shutdown-keeps-triggers")
 
 
+def _stop_carried_by_a_run_the_shutdown_cancels(story) -> None:
+    """The user presses stop on a parked card (the lock is free: a resume
+    carrying the interrupt is queued); its run is spawned and cancelled by
+    the run registry before it took its session lock (8759efe9 in Redis
+    mode, as released too)."""
+    story.user_sends_message(session="leader", model_turn="calls GatedAction")
+    story.run_continues(session="leader")
+    story.user_interrupts(session="leader")
+    story.node_restarts()
+
+
 def test_a_shutdown_drops_what_the_dispatcher_drained_unless_fixed(fix):
     assert "I7" in (_violation("I7", _denial_drained_by_a_stopping_dispatcher) or "")
     for patch in fix:
@@ -77,6 +88,13 @@ def test_an_answer_whose_run_the_shutdown_cancelled_is_queued_again_unless_fixed
     for patch in fix:
         patch.apply()
     assert _violation("I7", _denial_carried_by_a_run_the_shutdown_cancels) is None
+
+
+def test_a_stop_whose_run_the_shutdown_cancelled_is_queued_again_unless_fixed(fix):
+    assert "I9" in (_violation("I9", _stop_carried_by_a_run_the_shutdown_cancels) or "")
+    for patch in fix:
+        patch.apply()
+    assert _violation("I9", _stop_carried_by_a_run_the_shutdown_cancels) is None
 
 
 def test_a_wake_run_cancelled_before_its_lock_still_loses_its_trigger(fix):

@@ -67,6 +67,11 @@ B2. (counted) the run took the session lock; the registry's cancel lands in
 E.  (counted) a team member delivers a payload to idle ``solo``
     (``deliver_to_inbox``: no consumer registered, so a ``wake`` trigger);
     the cancel lands in the dispatcher's orphan-guard ``get_session`` for it.
+S.  (counted) the user presses stop on the parked card; the session lock is
+    free, so the interrupt route queues a ``resume`` trigger carrying a
+    ``UserInterruptEvent``; the dispatcher spawned its run, and the
+    registry's cancel lands in the run's ``acquire_lock(session_lock)``: the
+    stop is lost and the card still shows after the restart.
 C.  (information, no hook) the natural race: confirm, and the moment the
     endpoint answers, shut down; 10 tries, each on fresh apps.
 
@@ -335,6 +340,9 @@ class Outcome:
             return []
         if self.kind == "wake":
             return [f"the payload waits in the inbox ({self.inbox}) with no trigger, no run and no consumer"]
+        if self.kind == "stop":
+            return ["the stopped card is stored ASKING after the restart, with no run and no trigger: "
+                    "the stop is lost"]
         return ["the answered call is stored ASKING, with no run on either node after the spawn was lost, "
                 "and no trigger queued"]
 
@@ -410,7 +418,7 @@ async def story(name: str, make_bus, trap: ShutdownTrap, *, kind: str = "resume"
         session = await app1.add_session(agent, "solo")
         user_id = app1.user_id
         payload = "teammate: staging is ready"
-        if kind == "resume":
+        if kind in ("resume", "stop"):
             card = await park(node1, agent, session)
         before = len(node1.spawned)
         trap.app, trap.session = app1, session
@@ -419,6 +427,8 @@ async def story(name: str, make_bus, trap: ShutdownTrap, *, kind: str = "resume"
         trap.armed = True
         if kind == "resume":
             answer = f"confirmation: HTTP {await app1.post_chat_event(agent, session, confirmation(card))}"
+        elif kind == "stop":
+            answer = f"stop on the parked card: HTTP {await app1.press_stop(agent, session)}"
         else:
             await app1.deliver(agent, session, hint(payload, "team member"))
             answer = "payload delivered to idle solo (deliver_to_inbox)"
@@ -491,6 +501,8 @@ HOOKED = [
      "get_agent", "run", "resume", True),
     ("E", "a wake trigger for an inbox payload; the cancel lands in _dispatch_one's get_session",
      "get_session", "dispatcher", "wake", True),
+    ("S", "a stop on the parked card (lock free: a resume carrying the interrupt); its run was spawned and "
+     "the registry's cancel lands in its acquire_lock(session_lock)", "acquire_lock", "run", "stop", True),
 ]
 
 
