@@ -46,7 +46,11 @@ targets and the properties it makes hold there:
   draining on each re-queue (I17, F17);
 - :mod:`reference_fix.drain_survives_stops` (2.0.7–2.0.11; two patches):
   a stop cutting an inbox drain short (a reasoning step's, the turn
-  tail's), which lost what the bus had removed (I5, F11's mechanism).
+  tail's), which lost what the bus had removed (I5, F11's mechanism);
+- :mod:`reference_fix.publish_survives_stops` (2.0.7–2.0.11; two patches
+  per release): a stopping reply's closing events, ``REPLY_END`` among
+  them, dropped one by one by a stop re-armed into every publish (I9, I10,
+  F11).
 
 A fix of several patches ships one diff per release (:data:`FIXES` groups
 them; :mod:`reference_fix.diffs` writes them).
@@ -69,6 +73,7 @@ from . import (
     lock_held_backoff,
     message_while_parked,
     parked_continuation,
+    publish_survives_stops,
     resubscribe,
     shutdown_keeps_triggers,
     stale_decisions,
@@ -92,6 +97,7 @@ FIXES: dict[str, tuple[SourcePatch, ...]] = {
     "stale-decisions": (stale_decisions.PATCH,),
     "lock-held-backoff": lock_held_backoff.PATCHES,
     "drain-survives-stops": drain_survives_stops.PATCHES,
+    "publish-survives-stops": publish_survives_stops.PATCHES,
 }
 
 #: Every patch, in the order they are applied.

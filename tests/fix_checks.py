@@ -6,10 +6,24 @@ from pathlib import Path
 import pytest
 
 import reference_fix
+from properties.story.playback import playing
+from properties.violation import InvariantViolated
 from harness.world import agentscope_under_test
 from reference_fix.diffs import combined_diff
 
 PATCHES_DIR = Path(__file__).resolve().parent.parent / "patches"
+
+
+def violation(play, **machine) -> str | None:
+    """The violation a story breaks (``play`` moves it, then it settles),
+    played back with ``machine``'s settings; None if it holds."""
+    try:
+        with playing(**machine) as story:
+            play(story)
+            story.everything_settles()
+            return None
+    except InvariantViolated as broken:
+        return str(broken)
 
 
 def alone(name: str):

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from properties.story.playback import playing
-from properties.violation import InvariantViolated
-from tests.fix_checks import alone, check_diff_file, check_refusals
+from tests.fix_checks import alone, check_diff_file, check_refusals, violation
 
 FIX = "drain-survives-stops"
 
@@ -32,17 +30,14 @@ def _stop_in_turn_tail_drain(story) -> None:
 
 
 def _violation(held_at_the_drain) -> str | None:
-    try:
-        with playing(
-            enforcing=["I5"], streaming=True, cast=["leader", "solo"], interrupts=True,
-            messaged=["solo"], sources=["team member"], turns=["answers"],
-        ) as story:
-            held_at_the_drain(story)
-            story.user_interrupts(session="solo")
-            story.everything_settles()
-            return None
-    except InvariantViolated as violation:
-        return str(violation)
+    def play(story) -> None:
+        held_at_the_drain(story)
+        story.user_interrupts(session="solo")
+
+    return violation(
+        play, enforcing=["I5"], streaming=True, cast=["leader", "solo"], interrupts=True,
+        messaged=["solo"], sources=["team member"], turns=["answers"],
+    )
 
 
 @pytest.fixture
