@@ -21,7 +21,7 @@ UPSTREAM = ROOT / "docs" / "upstream"
 PATCHES = ROOT / "patches"
 
 #: The reports with a standalone repro.
-FINDINGS = ("F3", "F4b", "F5", "F6", "F8", "F10", "F13")
+FINDINGS = ("F3", "F4b", "F5", "F6", "F8", "F10", "F13", "F18")
 
 #: Per report, the fixes its "Proposed patch" section names, applied
 #: together, and the exit code its repro gives with them.
@@ -37,6 +37,7 @@ PATCHED: list[tuple[str, tuple[str, ...], int]] = [
     ("F10", ("clean-up-survives-stops",), 0),
     ("F10", ("clean-up-survives-stops", "stop-after-parking"), 0),
     ("F13", ("message-while-parked",), 0),
+    ("F18", ("drain-survives-stops",), 0),
 ]
 
 #: Longest a repro may take.
