@@ -112,6 +112,7 @@ class DrainReplyBus(InMemoryMessageBus):
                 raise
         return entries
 
+
 async def open_app(stack, bus, folder):
     """ChatService and its managers on ``bus``, as agentscope's lifespan wires them."""
     CredentialFactory.register_credential(ScriptedCredential)
