@@ -23,7 +23,10 @@ sliding TTL of :data:`DEAD_LETTER_TTL_SECS`), where an operator can read it
 and push it back. A storage error that stays on one session (its
 ``get_session`` raising every time) so costs :data:`MAX_ATTEMPTS` dispatches
 over :func:`give_up_after` seconds, not one every 0.1 s for ever, each of
-which published the wake-up signal to every process.
+which published the wake-up signal to every process; further ``wake``
+triggers for that session that fail while one is waiting out its backoff
+in this process are coalesced into it (a ``wake`` carries no input), so
+deliveries to a broken session do not multiply the retries.
 
 Where the attempts live: on the queue entry itself, as
 ``dispatch_attempts`` (absent on a fresh trigger). The count so follows the
@@ -134,16 +137,27 @@ GUARDED = f'''\
         counting its failed attempts in ``dispatch_attempts``. After
         {MAX_ATTEMPTS} failed attempts it is given up: logged as an error
         and moved to the dead-letter queue beside the trigger queue (no
-        signal: nothing drains it but an operator).
+        signal: nothing drains it but an operator). A ``wake`` for a
+        session whose ``wake`` already waits out its backoff here is
+        dropped: it carries nothing the pending one does not.
 
         Args:
             payload (`dict`):
                 The queue entry whose dispatch failed.
         """
-        attempts = int(payload.get("dispatch_attempts", 0)) + 1
-        entry = {{**payload, "dispatch_attempts": attempts}}
         kind = payload.get("kind", MessageBusKeys.WAKEUP_KIND_WAKE)
         session_id = payload.get("session_id")
+        name = f"{{kind}}-dispatch-retry:{{session_id}}"
+        if kind == MessageBusKeys.WAKEUP_KIND_WAKE and any(
+            task.get_name() == name and not task.done()
+            for task in self._retry_tasks
+        ):
+            # A wake carries no input, and one is already on its way back
+            # for this session: coalesce (as upstream #2682 does with the
+            # lock-held retries).
+            return
+        attempts = int(payload.get("dispatch_attempts", 0)) + 1
+        entry = {{**payload, "dispatch_attempts": attempts}}
         given_up = attempts >= {MAX_ATTEMPTS}
         if given_up:
             key = MessageBusKeys.wakeup_queue() + "{DEAD_LETTER_SUFFIX}"
@@ -200,10 +214,7 @@ GUARDED = f'''\
                     key,
                 )
 
-        task = asyncio.create_task(
-            _push(),
-            name=f"{{kind}}-dispatch-retry:{{session_id}}",
-        )
+        task = asyncio.create_task(_push(), name=name)
         self._retry_tasks.add(task)
         task.add_done_callback(self._retry_tasks.discard)
 '''

@@ -48,11 +48,12 @@ RETRIES_FOR_EVER = SourcePatch(
 )
 
 
-def _violations(enforcing: str) -> str | None:
+def _violations(enforcing: str, deliveries: int = 1) -> str | None:
     try:
         with playing(enforcing=[enforcing], **STORY) as story:
             story.storage_keeps_failing(session="solo")
-            story.payload_arrives(source="channel", to="solo")
+            for _ in range(deliveries):
+                story.payload_arrives(source="channel", to="solo")
             story.payload_arrives(source="channel", to="leader")
             story.everything_settles()
             return None
@@ -81,6 +82,21 @@ def test_with_dispatcher_survival_the_poisoned_trigger_is_given_up_and_the_healt
     try:
         for code in ("I17", "I13", "I5", "I11"):
             assert _violations(code) is None, code
+    finally:
+        for patch in reversed(patches):
+            patch.remove()
+
+
+def test_deliveries_to_the_poisoned_session_do_not_multiply_its_retries(unfixed):
+    """Six payloads to the broken session, each queuing a wake: the wakes
+    that fail while one waits out its backoff are coalesced into it, so
+    the session's storage is not tried ten times per payload (I17 met it
+    so in Redis mode: 51 tries for five wakes)."""
+    patches = [p for p in reference_fix.FIXES["dispatcher-survival"] if p.refusal() is None]
+    for patch in patches:
+        patch.apply()
+    try:
+        assert _violations("I17", deliveries=6) is None
     finally:
         for patch in reversed(patches):
             patch.remove()
