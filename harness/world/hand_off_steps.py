@@ -42,8 +42,7 @@ class HandOffSteps:
         or session lock, or the wake-up queue), ends or must wait."""
         movable = {a.index for a in self.actors.movable()}
         if party == "delivery":
-            self._deliveries = [d for d in self._deliveries if not d.done]
-            candidates = [d for d in self._deliveries if self._acting_for.get(d) == alias]
+            candidates = [d for d in self._delivering.values() if not d.done and self._acting_for.get(d) == alias]
         else:
             candidates = [self.run_of(alias) if party == "run" else self.dispatcher(node)]
         actor = next((a for a in candidates if a is not None and a.index in movable), None)

@@ -91,8 +91,8 @@ class World(WorldFaults, WorldLifecycle, HandOffSteps):
         self.deleted: dict[str, str] = {}
         #: The session each outside party's action was for.
         self._acting_for: dict[ControlledTask, str] = {}
-        self._deliveries: list[ControlledTask] = []  # oldest first (.hand_off_steps)
-        self._delivering: dict[str, ControlledTask] = {}  # by marker
+        #: Every delivery by its payload's marker, oldest first (.hand_off_steps).
+        self._delivering: dict[str, ControlledTask] = {}
         self._closed = False
 
     # ── setting the story up ──────────────────────────────────────────
@@ -153,7 +153,7 @@ class World(WorldFaults, WorldLifecycle, HandOffSteps):
         )
 
     def deliver(self, alias: str, payload: dict, source: str, node: int = 0, wake_late: bool = False,
-                held: bool = False, marker: str = "") -> None:
+                held: bool = False, *, marker: str) -> None:
         """``source``, on node ``node``, delivers ``payload`` (``marker``) into ``alias``'s inbox; with
         ``wake_late`` it stops just before queueing the wake-up it owes (if it owes one), with ``held``
         before its first bus operation, to go on as a movable task."""
@@ -161,7 +161,6 @@ class World(WorldFaults, WorldLifecycle, HandOffSteps):
         self._delivering[marker] = self._act(
             parties.deliver(self.nodes[node].app, self._agents[alias], self.sessions[alias], payload),
             f"{source} delivers to {alias}", alias, node, (lambda _actor: True) if held else wake)
-        self._deliveries.append(self._delivering[marker])
 
     def deliveries_in_flight(self) -> frozenset[str]:
         """The markers of the deliveries not returned yet."""

@@ -42,7 +42,7 @@ class ProducerRules:
             source=json.dumps({"label": source, "sublabel": "harness"}),
         )
         self.ledger.deliver(to, marker, self.world.deliveries_in_flight())
-        self.world.deliver(to, hint.model_dump(mode="json"), source, node or 0, wake_late, held, marker)
+        self.world.deliver(to, hint.model_dump(mode="json"), source, node or 0, wake_late, held, marker=marker)
 
 
 class LateWakeups:
