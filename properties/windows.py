@@ -16,18 +16,32 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agentscope.app.message_bus import MessageBusKeys
 
 from harness.kernel.trace import TraceEntry
-from harness.world.surface import ABSENT, INBOX, REGISTRATION
+from harness.world.surface import ABSENT, HAND_OFF_CALLS, INBOX, REGISTRATION
 
 from .ledger import Ledger
 
 PARKING = ("REQUIRE_USER_CONFIRM", "REQUIRE_EXTERNAL_EXECUTION")
 ANSWERS = ("USER_CONFIRM_RESULT", "EXTERNAL_EXECUTION_RESULT")
 RUN_TASK = re.compile(r"^(chat|wake|resume)-run:([^#@]+)")
+
+
+def as_their_runs(entries: Iterable[TraceEntry], creators: dict[str, str]) -> tuple[TraceEntry, ...]:
+    """``entries`` with the operations of a task a run created to make one
+    of agentscope's hand-off calls (``creators``: each task's creator)
+    as the run's own: the run awaits it, and the windows and the hand-off
+    orders are the run's."""
+    def acting(task: str) -> str:
+        creator = creators.get(task, "")
+        if RUN_TASK.match(creator) and re.split("[#@]", task)[0] in HAND_OFF_CALLS:
+            return creator
+        return task
+
+    return tuple(replace(e, task=acting(e.task)) for e in entries)
 
 
 @dataclass(frozen=True)

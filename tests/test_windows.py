@@ -113,3 +113,25 @@ def test_a_late_wakeup_lets_a_run_start_between_the_check_and_the_wakeup(late):
         story.everything_settles()
     played = windows.Story(tuple(story.world.interleaver.trace.entries), story.ledger, dict(story.world.sessions))
     assert windows.count(played, ["producer-check-then-act"])["producer-check-then-act"] == (1 if late else 0)
+
+
+def test_a_hand_off_call_a_run_makes_in_a_task_of_its_own_is_the_runs():
+    """A reference fix awaits the turn-tail check in a task of its own
+    (``drain-survives-stops``): its operations are the run's, so its
+    windows are counted; a task the run starts for other work stays its
+    own."""
+    check = "has_pending_inbox_or_release"
+    ops = [
+        (check, "acquire_lock", f"agentscope:inbox:lock:{S}", "acquired"),
+        (check, "queue_drain", f"agentscope:inbox:{S}", "1 entries"),
+        ("BackgroundJob", "queue_push", f"agentscope:inbox:{S}", "hint"),
+    ]
+    trace = Trace()
+    for op in ops:
+        trace.record(*op)
+    creators = {check: "chat-run:solo", "BackgroundJob": "chat-run:solo"}
+    relabelled = windows.as_their_runs(trace.entries, creators)
+    assert [e.task for e in relabelled] == ["chat-run:solo", "chat-run:solo", "BackgroundJob"]
+    story = windows.Story(relabelled, Ledger(), {"solo": S})
+    assert windows.inbox_check_finds(1, 1)(story) == 1
+    assert windows.inbox_check_finds(1, 1)(windows.Story(tuple(trace.entries), Ledger(), {"solo": S})) == 0

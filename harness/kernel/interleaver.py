@@ -33,8 +33,7 @@ from .tasks import ControlledTask, Op  # noqa: F401  (re-exported)
 from .repeats import LIVELOCK_AFTER, SKIP_AFTER, Checkpoint, Repeats, Skip, base_label, describe, frame_of, renumbered
 from .trace import Trace
 
-#: Releases at one virtual instant before a world counts as livelocked
-#: (tasks that keep waking each other without time passing).
+#: Releases at one virtual instant before a world counts as livelocked.
 SETTLE_STEP_LIMIT = 5000
 
 #: Virtual seconds a world may keep busy while settling: longer than any
@@ -66,8 +65,7 @@ class Restless(DidNotSettle):
 
 
 class Livelock(DidNotSettle):
-    """The world only repeats itself, with nothing due to change it (see
-    :mod:`.repeats`)."""
+    """The world only repeats itself, nothing due to change it (:mod:`.repeats`)."""
 
 
 class Interleaver(Deaths, Ends):
@@ -180,6 +178,10 @@ class Interleaver(Deaths, Ends):
         self._finished.extend(r for r in self._live if r.done)
         self._live = [r for r in self._live if not r.done]
         return [r for r in self._live if r not in self._crashed]
+
+    def creators(self) -> dict[str, str]:
+        """Each task's label -> the label of the task that created it."""
+        return {self._label(r): self._label(r.parent) for r in self._order if r.parent is not None}
 
     def failures(self) -> list[tuple[ControlledTask, BaseException]]:
         """Tasks that ended with an exception (not a cancellation) since

@@ -46,7 +46,7 @@ from agentscope.app._manager import (
 )
 from agentscope.app._service import ChatService, ResourceAccessService, SessionService
 from agentscope.app._tool._constants import HANDLE_LEN
-from agentscope.app.message_bus import MessageBusKeys
+from agentscope.app.message_bus import MessageBus, MessageBusKeys
 
 from .marks import (
     AGENTSCOPE_ACTOR,
@@ -174,6 +174,16 @@ class InboxProtocol:
     release has none)."""
     inbox_lock_key: Callable[[str], str] | None = None
     """A session's inbox hand-off lock (``None``: the release has none)."""
+
+
+#: agentscope's own hand-off calls: the bus's operations and the inbox
+#: protocol's functions. A task that runs one for the task that created it
+#: acts for that task (a reference fix awaits an inbox drain through
+#: cancels in a task of its own).
+HAND_OFF_CALLS = frozenset(
+    name for owner in (MessageBus, _bus_ops) for name, call in vars(owner).items()
+    if not name.startswith("_") and inspect.iscoroutinefunction(call)
+)
 
 
 def push_then_wake(bus_ops, keys) -> Deliver:
