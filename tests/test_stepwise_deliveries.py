@@ -4,6 +4,7 @@ the dispatcher in the drawn order; a party that cannot move passes its
 move on; the ledger's delivery order is the inbox's arrival order."""
 from __future__ import annotations
 
+from properties import reach, windows
 from properties.machine import machine_for
 from properties.rules.story_rule import sentence
 from properties.story.playback import playing
@@ -50,3 +51,21 @@ def test_the_story_says_each_partys_moves():
 def test_machines_without_the_flag_have_no_such_rule():
     assert hasattr(machine_for("I5"), "payload_arrives_step_by_step")
     assert not hasattr(machine_for("I1"), "payload_arrives_step_by_step")
+
+
+def test_wake_ups_still_owed_meet_the_runs_turn_tail_check():
+    """The two first deliveries read no registration and stop before their
+    wake-ups; the run they were for drains them and stops at its turn
+    tail, where the third delivery's payload waits. A wake-up landing in
+    the check, between its drain and its put-back, is a hand-off order the
+    other rules reach only in about twenty drawn moves (docs/reach.md)."""
+    with playing(enforcing=["I5"], stepwise_deliveries=True, late_wakeups=True, cast=["leader", "solo"]) as story:
+        story.wakeups_outlast_a_turn(
+            source="channel", to="solo", model_turn="answers", moves=["run", "run", "run", "delivery", "run"],
+        )
+        interleaver = story.world.interleaver
+        entries = windows.as_their_runs(interleaver.trace.entries, interleaver.creators())
+        reached = reach.story_orders(entries, dict(story.world.sessions))
+        story.everything_settles()
+    assert {"c.drain→p.wake", "p.wake→c.put-back"} <= reached
+    assert story.ledger.delivered["solo"] == [f"payload-{n} from channel" for n in (1, 2, 4)]

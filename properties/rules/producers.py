@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from harness.world.surface import INBOX
 
 from .story_rule import Chosen, OnNode, Where, story_rule
-from .vocabulary import on
+from .vocabulary import on, turn_in_words
 
 
 #: What a delivery's rule chooses: where the payload comes from, whose
@@ -125,6 +125,41 @@ class StepwiseDeliveries:
         """A delivery whose bus operations interleave with the receiving
         session's run, the dispatcher and the other deliveries under way."""
         self._deliver(source, to, node, held=True)
+        self._move(source, to, moves, node)
+
+    @story_rule(
+        when=lambda self: any(map(self.takes_messages_with_no_run, self.cast)),
+        source=Chosen("sources"),
+        to=Where("takes_messages_with_no_run"),
+        model_turn=Chosen("turns"),
+        moves=st.lists(st.sampled_from(MOVING), min_size=3, max_size=12),
+        node=OnNode(),
+        says=lambda source, to, model_turn, moves, node=None: (
+            f"Two {source} deliveries{on(node)} to {to}'s inbox find no consumer and stop just before "
+            f"queueing the wake-ups they owe; the user sends {to} a message{on(node)}, whose run takes "
+            f"them in and its turn ({to}'s model {turn_in_words(model_turn)}) and stops at its turn tail; "
+            f"a third delivery lands in one step. Then, one hand-off operation at a time: "
+            f"{_moves_in_words(to, moves)} (a party that cannot move passes its move on)."
+        ),
+    )
+    def wakeups_outlast_a_turn(
+        self, source: str, to: str, model_turn: str, moves: list[str], node: int | None = None,
+    ) -> None:
+        """Wake-ups still owed while the run they were for checks its
+        inbox: the deliveries read no registration before the run
+        registered, and the run found a later payload at its turn tail.
+        The producer's wake-up and the dispatcher's pop and probe then meet
+        the check's drain, put-back and release (docs/reach.md), which a
+        story of the other rules reaches only in about twenty drawn moves."""
+        self._deliver(source, to, node, wake_late=True)
+        self._deliver(source, to, node, wake_late=True)
+        self._send_message(to, model_turn, node)
+        self._deliver(source, to, node)
+        self._move(source, to, moves, node)
+
+    def _move(self, source: str, to: str, moves: list[str], node: int | None) -> None:
+        """Play ``moves`` on ``to``'s hand-off, each passed on to the next
+        party that can move when its own cannot."""
         for party in moves:
             if party == "new delivery":
                 self._deliver(source, to, node, held=True)

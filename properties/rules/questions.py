@@ -69,6 +69,11 @@ class Questions:
     def takes_messages(self, session: str) -> bool:
         return session in self.messaged and not self.awaiting(session)
 
+    def takes_messages_with_no_run(self, session: str) -> bool:
+        """The user can message it and no run of it is alive: a delivery
+        now finds no consumer and owes a wake-up."""
+        return self.takes_messages(session) and not self.has_run(session)
+
     def writable_while_parked(self, session: str) -> bool:
         return session in self.messaged and session in self.world.sessions and self.awaiting(session)
 

@@ -38,6 +38,11 @@ class UserRules:
         """A user message through the chat endpoint, which spawns a run
         directly (or answers 409 while one is in flight). The run takes its
         turn (the model does ``model_turn``) and stops at its turn tail."""
+        self._send_message(session, model_turn, node)
+
+    def _send_message(self, session: str, model_turn: str, node: int | None) -> None:
+        """:meth:`user_sends_message`'s act, for rules whose stories send
+        one among other steps."""
         self.script(session, model_turn)
         busy, parked = self._sending_to(session)
         with self.world.spawned_runs_take_their_turn(mid_answer=self.streaming):
