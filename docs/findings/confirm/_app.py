@@ -570,3 +570,19 @@ def run_script(main: Callable[[], Awaitable[int]]) -> None:
         say(f"ERROR (exit {SCRIPT_ERROR}): the script itself failed: {type(failed).__name__}: {failed}")
         code = SCRIPT_ERROR
     sys.exit(code)
+
+
+def run_processes(main: Callable[[], Awaitable[int]], child: Callable[..., Awaitable[None]]) -> None:
+    """:func:`run_script` for a script of two processes. Started again by
+    its parent with ``--process-a ARG...``, the script is the child: it runs
+    ``child(*ARGs)`` (under ``--with-fix`` with the reference fixes applied
+    too) until the parent kills it."""
+    if sys.argv[1:2] != ["--process-a"]:
+        run_script(main)
+    if "--with-fix" in sys.argv[1:]:
+        import reference_fix
+
+        reference_fix.apply()
+    quiet_agentscope()
+    asyncio.run(child(*[arg for arg in sys.argv[2:] if arg != "--with-fix"]))
+

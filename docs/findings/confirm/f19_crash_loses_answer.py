@@ -61,7 +61,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, app_on, quiet_agentscope, say  # noqa: E402
+from _app import VERSION, app_on, quiet_agentscope, run_processes, say  # noqa: E402
 from _redis import RedisServerUnavailable, redis_server  # noqa: E402
 from agentscope.app.message_bus import MessageBusKeys, RedisMessageBus  # noqa: E402
 from f5_crash_strands_inbox import let_time_pass  # noqa: E402
@@ -77,9 +77,9 @@ WITH_FIX = "--with-fix" in sys.argv[1:]
 # ── process A: agentscope's app, until it is killed ──────────────────────
 
 
-async def process_a(basedir: Path, port: int, user: str, agent: str, session: str, card: dict) -> None:
-    async with RedisMessageBus("127.0.0.1", port) as bus:
-        async with app_on(bus, basedir=basedir, book=BOOK, user_id=user) as app:
+async def process_a(basedir: str, port: str, user: str, agent: str, session: str, card: str) -> None:
+    async with RedisMessageBus("127.0.0.1", int(port)) as bus:
+        async with app_on(bus, basedir=Path(basedir), book=BOOK, user_id=user) as app:
             app.script("solo").when_empty = (Text("deployed"),)
 
             async def slow_model(_script: str) -> None:
@@ -87,7 +87,7 @@ async def process_a(basedir: Path, port: int, user: str, agent: str, session: st
                 await asyncio.sleep(600)
 
             app.book.while_answering = slow_model
-            status = await app.post_chat_event(agent, session, confirmation(card))
+            status = await app.post_chat_event(agent, session, confirmation(json.loads(card)))
             print(f"ANSWERED HTTP {status}", flush=True)
             await asyncio.sleep(600)
 
@@ -169,15 +169,4 @@ async def crash_while_resuming(port: int, tmp: Path) -> int:
 
 
 if __name__ == "__main__":
-    if WITH_FIX:
-        import reference_fix
-
-        FIXES = [p.name for p in reference_fix.apply()]
-        if sys.argv[1:2] != ["--process-a"]:
-            say(f"reference fixes applied (in both processes): {', '.join(FIXES)}")
-    if sys.argv[1:2] == ["--process-a"]:
-        quiet_agentscope()
-        basedir, port, user, agent, session, card = sys.argv[2:8]
-        asyncio.run(process_a(Path(basedir), int(port), user, agent, session, json.loads(card)))
-    else:
-        sys.exit(asyncio.run(main()))
+    run_processes(main, process_a)

@@ -60,7 +60,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, app_on, hint, quiet_agentscope, say  # noqa: E402
+from _app import VERSION, app_on, hint, quiet_agentscope, run_processes, say  # noqa: E402
 from _redis import RedisServerUnavailable, redis_server  # noqa: E402
 from agentscope.app._bus_ops import deliver_to_inbox  # noqa: E402
 from agentscope.app.message_bus import MessageBusKeys, RedisMessageBus  # noqa: E402
@@ -74,9 +74,9 @@ WITH_FIX = "--with-fix" in sys.argv[1:]
 # ── process A: agentscope's app, until it is killed ──────────────────────
 
 
-async def process_a(basedir: Path, port: int, user: str, agent: str, session: str) -> None:
-    async with RedisMessageBus("127.0.0.1", port) as bus:
-        async with app_on(bus, basedir=basedir, user_id=user) as app:
+async def process_a(basedir: str, port: str, user: str, agent: str, session: str) -> None:
+    async with RedisMessageBus("127.0.0.1", int(port)) as bus:
+        async with app_on(bus, basedir=Path(basedir), user_id=user) as app:
             app.script("solo").add(Text("on it"))
 
             async def slow_model(_script: str) -> None:
@@ -206,15 +206,4 @@ async def crash_and_restart(port: int, tmp: Path) -> int:
 
 
 if __name__ == "__main__":
-    if WITH_FIX:
-        import reference_fix
-
-        FIXES = [p.name for p in reference_fix.apply()]
-        if sys.argv[1:2] != ["--process-a"]:
-            say(f"reference fixes applied (in both processes): {', '.join(FIXES)}")
-    if sys.argv[1:2] == ["--process-a"]:
-        quiet_agentscope()
-        basedir, port, user, agent, session = sys.argv[2:7]
-        asyncio.run(process_a(Path(basedir), int(port), user, agent, session))
-    else:
-        sys.exit(asyncio.run(main()))
+    run_processes(main, process_a)
