@@ -143,10 +143,13 @@ PROPERTIES: tuple[Property, ...] = (
     # before the rule draw changed); a hundred do. Its deliveries also go
     # step by step, amid the run and the dispatcher (stepwise_deliveries), as
     # I5's do: the orders of two parties' hand-off operations (docs/reach.md).
+    # Two hundred stories of I3 and I5 each reach every order the protocol
+    # allows on 2.0.11 with the fixes; a hundred left the rarest (a pop
+    # between a turn-tail check's drain and its put-back) to 0 to 3.
     Property("I3", "no-dangling-inbox-consumer",
              "no inbox consumer registration outlives the runs",
              safety.no_dangling_inbox_consumer, needs=(REGISTRATION,),
-             machine={"late_wakeups": True, "stepwise_deliveries": True}, search_factor=2),
+             machine={"late_wakeups": True, "stepwise_deliveries": True}, search_factor=4),
     # Fifty stories reach its payload-in-parked-tail window once or never.
     Property("I4", "parked-stays-parked", "parked status is preserved",
              safety.parked_stays_parked, when=ON_TRANSITION, search_factor=2),
@@ -155,7 +158,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("I5", "payloads-delivered-once-in-order",
              "no inbox payload is lost, duplicated or reordered",
              delivery.payloads_delivered_once_in_order, when=SETTLED,
-             machine={"late_wakeups": True, "stepwise_deliveries": True}, search_factor=2),
+             machine={"late_wakeups": True, "stepwise_deliveries": True}, search_factor=4),
     # Bus faults: a lease whose heartbeat fails lapses under its live run.
     Property("I6", "one-run-per-session", "one run per session at a time",
              safety.one_run_per_session,

@@ -77,14 +77,17 @@ MOVING = ("delivery", "run", "dispatcher")
 STEP_PARTIES = (*MOVING, "new delivery")
 
 
-#: A move list drawn as runs of one party's moves (one to four each): a
-#: turn-tail check that finds one payload is five operations (lock, a
-#: drain until one comes back empty, put-back, release), and one move of
-#: another party between two of them is the race; drawn a move at a time,
-#: four moves of the run in a row came once in 81 draws.
-PARTY_RUNS = st.lists(st.tuples(st.sampled_from(MOVING), st.integers(1, 4)), min_size=2, max_size=6).map(
-    lambda runs: [party for party, times in runs for _ in range(times)],
-)
+#: The aimed rule's moves: a few of any party (a wake-up queued, a
+#: dispatcher's pop), then the run ``k`` operations into its turn-tail
+#: check (none to five: lock, a drain until one comes back empty, the
+#: put-back, the release), one party's move or two there, the run's next
+#: operation right after, and a few more of any party. One move of
+#: another party between two of the check's operations is the race; drawn
+#: a move at a time, the run's four in a row came once in 256 draws.
+INTO_THE_CHECK = st.tuples(
+    st.lists(st.sampled_from(STEP_PARTIES), max_size=3), st.integers(0, 5),
+    st.sampled_from(STEP_PARTIES), st.integers(1, 2), st.lists(st.sampled_from(STEP_PARTIES), max_size=6),
+).map(lambda m: [*m[0], *["run"] * m[1], *[m[2]] * m[3], "run", *m[4]])
 
 
 def _moves_in_words(to: str, moves: list[str]) -> str:
@@ -142,7 +145,7 @@ class StepwiseDeliveries:
         source=Chosen("sources"),
         to=Where("takes_messages_with_no_run"),
         model_turn=Chosen("turns"),
-        moves=PARTY_RUNS,
+        moves=INTO_THE_CHECK,
         node=OnNode(),
         says=lambda source, to, model_turn, moves, node=None: (
             f"Two {source} deliveries{on(node)} to {to}'s inbox find no consumer and stop just before "
