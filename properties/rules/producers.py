@@ -84,10 +84,15 @@ STEP_PARTIES = (*MOVING, "new delivery")
 #: operation right after, and a few more of any party. One move of
 #: another party between two of the check's operations is the race; drawn
 #: a move at a time, the run's four in a row came once in 256 draws.
+def _into_the_check(drawn: tuple[list[str], int, str, int, list[str]]) -> list[str]:
+    before, run_moves, party, party_moves, after = drawn
+    return [*before, *["run"] * run_moves, *[party] * party_moves, "run", *after]
+
+
 INTO_THE_CHECK = st.tuples(
     st.lists(st.sampled_from(STEP_PARTIES), max_size=3), st.integers(0, 5),
     st.sampled_from(STEP_PARTIES), st.integers(1, 2), st.lists(st.sampled_from(STEP_PARTIES), max_size=6),
-).map(lambda m: [*m[0], *["run"] * m[1], *[m[2]] * m[3], "run", *m[4]])
+).map(_into_the_check)
 
 
 def _moves_in_words(to: str, moves: list[str]) -> str:
