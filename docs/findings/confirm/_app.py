@@ -572,6 +572,35 @@ def run_script(main: Callable[[], Awaitable[int]]) -> None:
     sys.exit(code)
 
 
+class ChildNotReady(RuntimeError):
+    """A script's child process ended before it said it was ready."""
+
+
+@contextlib.asynccontextmanager
+async def child_process(script: str, *args: str, ready: str, timeout: float = 30.0):
+    """Start ``script`` again as the child of :func:`run_processes` (with
+    ``args``, and ``--with-fix`` when this process has it) and read its
+    lines until one starts with ``ready``; yields the process and what it
+    said. The child is killed on exit if it still runs."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, script, "--process-a", *args,
+        *(["--with-fix"] if "--with-fix" in sys.argv[1:] else []),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        said: list[str] = []
+        while not any(line.startswith(ready) for line in said):
+            line = await asyncio.wait_for(child.stdout.readline(), timeout)
+            if not line:
+                raise ChildNotReady(f"the child process ended before it said {ready}; it said {said}")
+            said.append(line.decode().strip())
+        yield child, said
+    finally:
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+
+
 def run_processes(main: Callable[[], Awaitable[int]], child: Callable[..., Awaitable[None]]) -> None:
     """:func:`run_script` for a script of two processes. Started again by
     its parent with ``--process-a ARG...``, the script is the child: it runs
@@ -585,4 +614,3 @@ def run_processes(main: Callable[[], Awaitable[int]], child: Callable[..., Await
         reference_fix.apply()
     quiet_agentscope()
     asyncio.run(child(*[arg for arg in sys.argv[2:] if arg != "--with-fix"]))
-

@@ -61,7 +61,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, app_on, quiet_agentscope, run_processes, say  # noqa: E402
+from _app import VERSION, ChildNotReady, app_on, child_process, quiet_agentscope, run_processes, say  # noqa: E402
 from _redis import RedisServerUnavailable, redis_server  # noqa: E402
 from agentscope.app.message_bus import MessageBusKeys, RedisMessageBus  # noqa: E402
 from f5_crash_strands_inbox import let_time_pass  # noqa: E402
@@ -71,7 +71,6 @@ from fakes.model import CallTool, Text  # noqa: E402
 
 BOOK = "f19"
 SESSION_RUN_TTL_SECS = MessageBusKeys.SESSION_RUN_TTL_SECS
-WITH_FIX = "--with-fix" in sys.argv[1:]
 
 
 # ── process A: agentscope's app, until it is killed ──────────────────────
@@ -100,7 +99,7 @@ async def main() -> int:
     try:
         async with redis_server("f19") as server:
             return await crash_while_resuming(server.port, server.folder)
-    except (RedisServerUnavailable, SetupFailed) as failed:
+    except (RedisServerUnavailable, SetupFailed, ChildNotReady) as failed:
         say(f"setup failed: {failed}")
         return 2
 
@@ -109,63 +108,48 @@ async def crash_while_resuming(port: int, tmp: Path) -> int:
     """solo parks; process A takes the answer and dies while the resumed
     run's model answers; past every lease, process B starts; 1 if the
     answer is lost."""
-    child = None
-    try:
-        async with RedisMessageBus("127.0.0.1", port) as bus:
-            client = bus._client
-            async with app_on(bus, basedir=tmp, book=BOOK) as first:
-                first.script("solo").add(CallTool("GatedAction", {"note": "deploy"}))
-                user = first.user_id
-                agent = await first.add_agent("solo")
-                session = await first.add_session(agent, "solo")
-                card = await park(Node(first), agent, session)
-                say(f"1. solo parked: stored calls {await stored_calls(first, agent, session)}")
+    async with RedisMessageBus("127.0.0.1", port) as bus:
+        client = bus._client
+        async with app_on(bus, basedir=tmp, book=BOOK) as first:
+            first.script("solo").add(CallTool("GatedAction", {"note": "deploy"}))
+            user = first.user_id
+            agent = await first.add_agent("solo")
+            session = await first.add_session(agent, "solo")
+            card = await park(Node(first), agent, session)
+            say(f"1. solo parked: stored calls {await stored_calls(first, agent, session)}")
 
-            say("2. process A takes the user's answer; the resumed run's model is answering")
-            child = await asyncio.create_subprocess_exec(
-                sys.executable, __file__, "--process-a", str(tmp), str(port), user, agent, session,
-                json.dumps(card), *(["--with-fix"] if WITH_FIX else []),
-                stdout=asyncio.subprocess.PIPE,
-            )
-            said: list[str] = []
-            while not any(line.startswith("MODEL_ANSWERING") for line in said):
-                line = await asyncio.wait_for(child.stdout.readline(), 30)
-                if not line:
-                    raise SetupFailed(f"process A ended before its model call; it said {said}")
-                said.append(line.decode().strip())
+        say("2. process A takes the user's answer; the resumed run's model is answering")
+        async with child_process(
+            __file__, str(tmp), str(port), user, agent, session, json.dumps(card), ready="MODEL_ANSWERING",
+        ) as (child, said):
             say(f"   process A said: {'; '.join(said)}")
             say(f"   triggers queued: {await client.xlen(MessageBusKeys.wakeup_queue())}")
 
             say("3. process A is killed")
             child.kill()
             await child.wait()
-            child = None
 
-            say(f"4. {SESSION_RUN_TTL_SECS} s pass (TTLs shortened on the server)")
-            await let_time_pass(client, SESSION_RUN_TTL_SECS)
+        say(f"4. {SESSION_RUN_TTL_SECS} s pass (TTLs shortened on the server)")
+        await let_time_pass(client, SESSION_RUN_TTL_SECS)
 
-            say("5. process B starts agentscope's app on the same Redis and database")
-            async with app_on(bus, basedir=tmp, book=BOOK, user_id=user) as b:
-                b.script("solo").when_empty = (Text("deployed"),)
-                await asyncio.sleep(2.0)
-                await b.settle()
-                calls = await stored_calls(b, agent, session)
-                triggers = await client.xlen(MessageBusKeys.wakeup_queue())
-                runs = len(b.registry._tasks)
-                say(f"   stored calls {calls}; triggers queued: {triggers}; runs alive in B: {runs}")
+        say("5. process B starts agentscope's app on the same Redis and database")
+        async with app_on(bus, basedir=tmp, book=BOOK, user_id=user) as b:
+            b.script("solo").when_empty = (Text("deployed"),)
+            await asyncio.sleep(2.0)
+            await b.settle()
+            calls = await stored_calls(b, agent, session)
+            triggers = await client.xlen(MessageBusKeys.wakeup_queue())
+            runs = len(b.registry._tasks)
+            say(f"   stored calls {calls}; triggers queued: {triggers}; runs alive in B: {runs}")
 
-        if calls == ["GatedAction:asking"] and not triggers and not runs:
-            say(
-                f"CONFIRMED on agentscope {VERSION}: the answer taken with HTTP 200 is lost; "
-                "the call is stored asking with no trigger and no run, and the card asks again",
-            )
-            return 1
-        say(f"not reproduced on agentscope {VERSION}")
-        return 0
-    finally:
-        if child is not None:
-            child.kill()
-            await child.wait()
+    if calls == ["GatedAction:asking"] and not triggers and not runs:
+        say(
+            f"CONFIRMED on agentscope {VERSION}: the answer taken with HTTP 200 is lost; "
+            "the call is stored asking with no trigger and no run, and the card asks again",
+        )
+        return 1
+    say(f"not reproduced on agentscope {VERSION}")
+    return 0
 
 
 if __name__ == "__main__":

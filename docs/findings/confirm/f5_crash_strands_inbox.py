@@ -60,7 +60,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _app import VERSION, app_on, hint, quiet_agentscope, run_processes, say  # noqa: E402
+from _app import (  # noqa: E402
+    VERSION, ChildNotReady, app_on, child_process, hint, quiet_agentscope, run_processes, say,
+)
 from _redis import RedisServerUnavailable, redis_server  # noqa: E402
 from agentscope.app._bus_ops import deliver_to_inbox  # noqa: E402
 from agentscope.app.message_bus import MessageBusKeys, RedisMessageBus  # noqa: E402
@@ -124,7 +126,7 @@ async def main() -> int:
     try:
         async with redis_server("f5") as server:
             return await crash_and_restart(server.port, server.folder)
-    except RedisServerUnavailable as missing:
+    except (RedisServerUnavailable, ChildNotReady) as missing:
         say(f"setup failed: {missing}")
         return 2
 
@@ -132,24 +134,17 @@ async def main() -> int:
 async def crash_and_restart(port: int, tmp: Path) -> int:
     """Process A takes the message and is killed; past every lease,
     process B starts; 1 if the channel's message is stranded."""
-    child = None
-    try:
-        async with RedisMessageBus("127.0.0.1", port) as bus:
-            client = bus._client
-            async with app_on(bus, basedir=tmp, start_dispatchers=False) as setup:
-                user = setup.user_id
-                agent = await setup.add_agent("solo")
-                session = await setup.add_session(agent, "solo")
+    async with RedisMessageBus("127.0.0.1", port) as bus:
+        client = bus._client
+        async with app_on(bus, basedir=tmp, start_dispatchers=False) as setup:
+            user = setup.user_id
+            agent = await setup.add_agent("solo")
+            session = await setup.add_session(agent, "solo")
 
-            say("1. process A takes the user's message; its model is answering")
-            child = await asyncio.create_subprocess_exec(
-                sys.executable, __file__, "--process-a", str(tmp), str(port), user, agent, session,
-                *(["--with-fix"] if WITH_FIX else []),
-                stdout=asyncio.subprocess.PIPE,
-            )
-            line = await asyncio.wait_for(child.stdout.readline(), 30)
-            assert line.strip() == b"MODEL_ANSWERING", line
-
+        say("1. process A takes the user's message; its model is answering")
+        async with child_process(
+            __file__, str(tmp), str(port), user, agent, session, ready="MODEL_ANSWERING",
+        ) as (child, _):
             say("2. a channel delivers a message to solo's inbox")
             await deliver_to_inbox(
                 bus, user_id=user, session_id=session, agent_id=agent,
@@ -160,49 +155,44 @@ async def crash_and_restart(port: int, tmp: Path) -> int:
             say("3. process A is killed")
             child.kill()
             await child.wait()
-            child = None
-            say(f"   {await look(client, session)}")
+        say(f"   {await look(client, session)}")
 
-            say(f"4. {SESSION_RUN_TTL_SECS} s pass (TTLs shortened on the server)")
-            await let_time_pass(client, SESSION_RUN_TTL_SECS)
-            say(f"   {await look(client, session)}")
+        say(f"4. {SESSION_RUN_TTL_SECS} s pass (TTLs shortened on the server)")
+        await let_time_pass(client, SESSION_RUN_TTL_SECS)
+        say(f"   {await look(client, session)}")
 
-            say("5. process B starts agentscope's app on the same Redis and database")
-            async with app_on(bus, basedir=tmp, user_id=user) as b:
-                await asyncio.sleep(65.0)
-                await b.settle()
-                stranded = await look(client, session)
-                say(f"   65 s on: {stranded}; runs alive in B: {len(b.registry._tasks)}")
-                if WITH_FIX:
-                    context = await b.context_texts(agent, session)
-                    say(
-                        "   the channel's message in solo's context: "
-                        f"{'new ticket from the support channel' in context}",
-                    )
-
-                say("6. (for information) an unrelated later delivery")
-                await b.deliver(agent, session, hint("another ticket", "channel"))
-                await asyncio.sleep(0.5)
-                await b.settle()
+        say("5. process B starts agentscope's app on the same Redis and database")
+        async with app_on(bus, basedir=tmp, user_id=user) as b:
+            await asyncio.sleep(65.0)
+            await b.settle()
+            stranded = await look(client, session)
+            say(f"   65 s on: {stranded}; runs alive in B: {len(b.registry._tasks)}")
+            if WITH_FIX:
                 context = await b.context_texts(agent, session)
                 say(
-                    f"   {await look(client, session)}; the first message now in "
-                    f"solo's context: {'new ticket from the support channel' in context}",
+                    "   the channel's message in solo's context: "
+                    f"{'new ticket from the support channel' in context}",
                 )
 
-        if stranded["inbox"] and not stranded["lock"] and not stranded["consumer"] \
-                and not stranded["wake-ups queued"]:
+            say("6. (for information) an unrelated later delivery")
+            await b.deliver(agent, session, hint("another ticket", "channel"))
+            await asyncio.sleep(0.5)
+            await b.settle()
+            context = await b.context_texts(agent, session)
             say(
-                f"CONFIRMED on agentscope {VERSION}: after the crash and past every "
-                "lease, the channel's message waited with nothing to consume it",
+                f"   {await look(client, session)}; the first message now in "
+                f"solo's context: {'new ticket from the support channel' in context}",
             )
-            return 1
-        say(f"not reproduced on agentscope {VERSION}")
-        return 0
-    finally:
-        if child is not None:
-            child.kill()
-            await child.wait()
+
+    if stranded["inbox"] and not stranded["lock"] and not stranded["consumer"] \
+            and not stranded["wake-ups queued"]:
+        say(
+            f"CONFIRMED on agentscope {VERSION}: after the crash and past every "
+            "lease, the channel's message waited with nothing to consume it",
+        )
+        return 1
+    say(f"not reproduced on agentscope {VERSION}")
+    return 0
 
 
 if __name__ == "__main__":
