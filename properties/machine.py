@@ -274,9 +274,7 @@ class HitlMachine(
     def _count_windows(self) -> None:
         """Add this story's reached windows and hand-off orders to each
         searched property's."""
-        interleaver = self.world.interleaver
-        entries = windows.as_their_runs(interleaver.trace.entries, interleaver.creators())
-        story = windows.Story(entries, self.ledger, dict(self.world.sessions))
+        story = windows.Story.played(self.world, self.ledger)
         orders = reach.story_orders(story.entries, story.sessions)
         for code in self.checked:
             if code in BY_CODE:

@@ -21,7 +21,6 @@ means the lock was lost (its lease expired), and the verdict says so.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -31,6 +30,8 @@ from agentscope.app.message_bus import MessageBusKeys
 
 from harness.kernel.trace import TraceEntry
 from harness.world.surface import ABSENT, INBOX, REGISTRATION
+
+from .windows import RUN_TASK
 
 PRODUCER, CONSUMER, DISPATCHER = "producer", "consumer", "dispatcher"
 
@@ -130,7 +131,6 @@ class HandOff:
         return (self.task, self.kind.party, self.episode)
 
 
-RUN_TASK = re.compile(r"^(chat|wake|resume)-run:([^#@]+)")
 ABANDON = "abandon_inbox_consumer"
 
 

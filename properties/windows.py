@@ -52,6 +52,14 @@ class Story:
     ledger: Ledger
     sessions: dict[str, str]  # alias -> session id
 
+    @classmethod
+    def played(cls, world, ledger: Ledger) -> "Story":
+        """The story ``world`` played, with its runs' own hand-off tasks as
+        the runs (:func:`as_their_runs`)."""
+        interleaver = world.interleaver
+        entries = as_their_runs(interleaver.trace.entries, interleaver.creators())
+        return cls(entries, ledger, dict(world.sessions))
+
     def run_session(self, entry: TraceEntry) -> str | None:
         """The session id of a run task (tasks are named by alias:
         ``chat-run:leader#2``)."""

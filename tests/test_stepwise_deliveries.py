@@ -63,9 +63,8 @@ def test_wake_ups_still_owed_meet_the_runs_turn_tail_check():
         story.wakeups_outlast_a_turn(
             source="channel", to="solo", model_turn="answers", moves=["run", "run", "run", "delivery", "run"],
         )
-        interleaver = story.world.interleaver
-        entries = windows.as_their_runs(interleaver.trace.entries, interleaver.creators())
-        reached = reach.story_orders(entries, dict(story.world.sessions))
+        played = windows.Story.played(story.world, story.ledger)
+        reached = reach.story_orders(played.entries, played.sessions)
         story.everything_settles()
     assert {"c.drain→p.wake", "p.wake→c.put-back"} <= reached
     assert story.ledger.delivered["solo"] == [f"payload-{n} from channel" for n in (1, 2, 4)]

@@ -83,7 +83,7 @@ def test_a_played_story_counts_its_windows(two_stops):
             story.everything_settles()
     except InvariantViolated:
         pass  # F3, on a release without its fix: the windows are what matter here
-    played = windows.Story(tuple(story.world.interleaver.trace.entries), story.ledger, dict(story.world.sessions))
+    played = windows.Story.played(story.world, story.ledger)
     reached = windows.count(played, ["stop-while-card-shows", "two-stops-one-run"])
     assert reached["stop-while-card-shows"] >= 1
     assert reached["two-stops-one-run"] == (1 if two_stops else 0)
@@ -95,7 +95,7 @@ def test_every_window_counts_on_a_played_story_with_every_kind_of_ledger_entry()
     with playing(enforcing=["I15"], cast=["leader", "solo"]) as story:
         story.user_sends_message(session="solo", model_turn="answers")
         story.user_sends_message(session="solo", model_turn="answers")  # its run is still at its turn tail
-        played = windows.Story(tuple(story.world.interleaver.trace.entries), story.ledger, dict(story.world.sessions))
+        played = windows.Story.played(story.world, story.ledger)
         reached = windows.count(played, windows.BY_SLUG)
     assert reached["message-while-busy"] == 1
 
@@ -111,7 +111,7 @@ def test_a_late_wakeup_lets_a_run_start_between_the_check_and_the_wakeup(late):
             story.payload_arrives(source="channel", to="solo")
         story.user_sends_message(session="solo", model_turn="answers")
         story.everything_settles()
-    played = windows.Story(tuple(story.world.interleaver.trace.entries), story.ledger, dict(story.world.sessions))
+    played = windows.Story.played(story.world, story.ledger)
     assert windows.count(played, ["producer-check-then-act"])["producer-check-then-act"] == (1 if late else 0)
 
 
